@@ -1,0 +1,20 @@
+"""One short feedback text per evaluation, the way the next turn (or a human) reads it."""
+
+from __future__ import annotations
+
+from cuda_agent.kernel_sandbox import EvalResult
+
+
+def feedback(result: EvalResult | None) -> str:
+    """``PASS``/``FAIL`` plus the reason, and one line of timings when measured."""
+    if result is None:
+        return "FAIL: no ```python block defining class ModelNew was found in the answer."
+    if result.status != "ok" or result.flags:
+        head = f"FAIL ({result.status}): {result.message}"
+        return head if not result.flags else f"{head} [flags: {', '.join(result.flags)}]"
+    parts = [f"PASS: candidate {result.candidate_time_ms:.4g} ms"]
+    if result.eager_time_ms is not None:
+        parts.append(f"eager {result.eager_time_ms:.4g} ms ({result.speedup_vs_eager:.2f}x)")
+    if result.compile_time_ms is not None:
+        parts.append(f"compile {result.compile_time_ms:.4g} ms ({result.speedup_vs_compile:.2f}x)")
+    return ", ".join(parts)

@@ -1,0 +1,90 @@
+"""Prompts that tell the policy what to write, with one complete example per backend."""
+
+from __future__ import annotations
+
+from cuda_agent.kernel_sandbox import Task
+
+_CPU_EXAMPLE = '''```python
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+negate = cpu_kernel(
+    r"""
+void negate(float* out, const float* x, long n) {
+    #pragma omp parallel for
+    for (long i = 0; i < n; ++i) out[i] = -x[i];
+}
+""",
+    "negate",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        negate(out, x, x.numel())
+        return out
+```'''
+
+_CUDA_EXAMPLE = '''```python
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+negate = cuda_kernel(
+    r"""
+extern "C" __global__ void negate(float* out, const float* x, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = -x[i];
+}
+""",
+    "negate",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        negate(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
+        return out
+```'''
+
+_LANGUAGE = {
+    "cpu": ("C (compiled with gcc -O3 -fopenmp)", "cpu_kernel", _CPU_EXAMPLE),
+    "cuda": ("CUDA C (compiled with NVRTC)", "cuda_kernel", _CUDA_EXAMPLE),
+}
+
+
+def system_prompt(backend: str) -> str:
+    """Instructions and a complete worked example for ``backend`` ("cpu" or "cuda")."""
+    if backend not in _LANGUAGE:
+        raise ValueError(f"backend must be one of {sorted(_LANGUAGE)}, not {backend!r}")
+    language, launcher, example = _LANGUAGE[backend]
+    return (
+        f"You write fast {language} kernels that replace PyTorch operators.\n"
+        "Given a PyTorch module `Model`, answer with one Python code block defining "
+        "`class ModelNew(nn.Module)` with the same constructor arguments and outputs. "
+        f"Compute with kernels built by `{launcher}`; use torch only to allocate outputs.\n"
+        "Example for a module returning `-x`:\n" + example
+    )
+
+
+def user_prompt(task: Task) -> str:
+    return (
+        f"Write ModelNew for this PyTorch module (task `{task.name}`):\n"
+        f"```python\n{task.source.strip()}\n```"
+    )
+
+
+def build_messages(task: Task, backend: str) -> list[dict[str, str]]:
+    """Chat messages for a single-turn attempt at ``task``."""
+    return [
+        {"role": "system", "content": system_prompt(backend)},
+        {"role": "user", "content": user_prompt(task)},
+    ]

@@ -1,0 +1,28 @@
+"""cuda_agent.kernel_sandbox: compile, verify and time candidate kernels, isolated in workers."""
+
+from .config import Deadlines, SandboxConfig
+from .errors import CandidateError, CompileError, TaskError
+from .result import STATUSES, EvalResult, Status, TrialOutcome
+from .sandbox import Sandbox, evaluate_solutions
+from .tasks import Task, builtin_tasks, load_task, load_tasks, task_from_source
+
+__all__ = [
+    "STATUSES",
+    "CandidateError",
+    "CompileError",
+    "Deadlines",
+    "EvalResult",
+    "Sandbox",
+    "SandboxConfig",
+    "Status",
+    "Task",
+    "TaskError",
+    "TrialOutcome",
+    "builtin_tasks",
+    "evaluate_solutions",
+    "load_task",
+    "load_tasks",
+    "task_from_source",
+]
+
+__version__ = "0.1.0"

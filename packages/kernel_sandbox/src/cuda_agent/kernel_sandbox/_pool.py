@@ -1,0 +1,170 @@
+"""Worker processes seen from the parent: start, send a job, enforce deadlines, kill, restart.
+
+Each worker is a session leader (``start_new_session``), so killing its process group takes
+down anything the candidate spawned. The parent only ever parses JSON from a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from .config import SandboxConfig
+
+
+class WorkerDied(Exception):
+    """The worker exited or broke the protocol; ``reason`` says how."""
+
+    def __init__(self, reason: str, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+class Worker:
+    """One long-lived worker process, (re)started on demand."""
+
+    def __init__(self, config: SandboxConfig, index: int) -> None:
+        self.config = config
+        self.index = index
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.jobs_done = 0
+        self._buffer = b""
+
+    # ------------------------------------------------------------------------- lifecycle
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        threads = str(self.config.threads_per_worker)
+        env.update(
+            CUDA_AGENT_THREADS=threads,
+            OMP_NUM_THREADS=threads,
+            CUDA_AGENT_MAX_OUTPUT=str(self.config.max_output_bytes),
+            PYTHONDONTWRITEBYTECODE="1",
+            PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+        )
+        if self.config.backend == "cuda":
+            # One GPU per worker; it sees it as device 0.
+            visible = env.get("CUDA_VISIBLE_DEVICES")
+            gpus = visible.split(",") if visible else None
+            env["CUDA_VISIBLE_DEVICES"] = gpus[self.index % len(gpus)] if gpus else str(self.index)
+        return env
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=self._env(),
+            start_new_session=True,
+        )
+        self._buffer = b""
+        self.jobs_done = 0
+        message = self._read(time.monotonic() + self.config.deadlines.startup, "startup")
+        if message.get("type") != "ready":
+            self.kill()
+            raise WorkerDied(f"worker sent {message!r} instead of ready")
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and reap it."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+        self.proc = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # ------------------------------------------------------------------------------ a job
+    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Send one job and wait for its result, enforcing each phase's deadline.
+
+        Raises ``WorkerDied`` (after killing the worker) on a timeout, a crash or garbage.
+        """
+        if not self.alive() or self.jobs_done >= self.config.max_jobs_per_worker:
+            self.kill()
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            raise WorkerDied(f"worker not accepting jobs: {exc}") from exc
+        deadlines = self.config.deadlines
+        phase, deadline = "load", time.monotonic() + deadlines.load
+        while True:
+            message = self._read(deadline, phase)
+            if message.get("type") == "phase":
+                phase = str(message.get("phase"))
+                deadline = time.monotonic() + getattr(deadlines, phase, deadlines.load)
+            elif message.get("type") == "result":
+                self.jobs_done += 1
+                result = message.get("result")
+                if not isinstance(result, dict):
+                    self.kill()
+                    raise WorkerDied("worker sent a malformed result")
+                return result
+
+    def _read(self, deadline: float, phase: str) -> dict[str, Any]:
+        """Next JSON message from the worker, or ``WorkerDied`` at the deadline or on EOF."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not sel.select(timeout=remaining):
+                    self.kill()
+                    raise WorkerDied(f"the {phase} phase exceeded its deadline", timed_out=True)
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    code = self.proc.wait(timeout=10)
+                    self.proc = None
+                    raise WorkerDied(_describe_exit(code))
+                self._buffer += chunk
+                if len(self._buffer) > 16 << 20:
+                    self.kill()
+                    raise WorkerDied("worker sent an oversized message")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            self.kill()
+            raise WorkerDied("worker broke the protocol") from exc
+        if not isinstance(message, dict):
+            self.kill()
+            raise WorkerDied("worker broke the protocol")
+        return message
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {
+            "SIGSEGV": " (segmentation fault: an out-of-bounds access in a kernel?)",
+            "SIGKILL": " (killed: out of memory?)",
+            "SIGXFSZ": " (wrote more output than allowed)",
+            "SIGBUS": " (bus error: misaligned or out-of-bounds access?)",
+        }.get(name, "")
+        return f"the worker process died of {name}{hint}"
+    return f"the worker process exited with code {code}"

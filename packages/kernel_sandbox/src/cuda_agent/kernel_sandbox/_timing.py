@@ -1,0 +1,89 @@
+"""Timing in the worker: interleaved, synchronised, robust statistics.
+
+All timed callables are measured round-robin (candidate, eager, compiled, candidate, ...), so
+slow drifts of the machine (frequency, other load) hit each of them alike. On CUDA every call is
+bracketed by a device-wide synchronisation and CUDA events, with the L2 cache flushed before
+it, so work on side streams counts and no call profits from the previous one's cache.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+_L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50 MB)
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    spread_ms: float  # half the interquartile range
+    samples: int
+
+
+def summarize(samples_ms: Sequence[float]) -> Timing:
+    """Median and half-IQR of the samples."""
+    ordered = sorted(samples_ms)
+    if len(ordered) >= 4:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+        spread = (q3 - q1) / 2
+    else:
+        spread = (ordered[-1] - ordered[0]) / 2
+    return Timing(statistics.median(ordered), spread, len(ordered))
+
+
+def time_interleaved(
+    fns: Sequence[Callable[[], object]],
+    *,
+    device: torch.device,
+    warmup: int,
+    repeats: int,
+    budget_s: float,
+) -> list[Timing]:
+    """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls of each.
+
+    Stops early (after at least 5 rounds) when ``budget_s`` seconds have been spent.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        measure = _cuda_timer(device)
+    else:
+        measure = _cpu_timer
+    samples: list[list[float]] = [[] for _ in fns]
+    start = time.perf_counter()
+    for round_ in range(repeats):
+        for i, fn in enumerate(fns):
+            samples[i].append(measure(fn))
+        if round_ >= 4 and time.perf_counter() - start > budget_s:
+            break
+    return [summarize(s) for s in samples]
+
+
+def _cpu_timer(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _cuda_timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
+    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+
+    def measure(fn: Callable[[], object]) -> float:
+        flush.zero_()
+        torch.cuda.synchronize(device)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize(device)  # device-wide: work on any stream is included
+        return float(start.elapsed_time(end))
+
+    return measure

@@ -1,0 +1,22 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+relu = cpu_kernel(
+    r"""
+void relu(float* out, const float* x, long n) {
+    #pragma omp parallel for
+    for (long i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+""",
+    "relu",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        relu(out, x, x.numel())
+        return out

@@ -1,0 +1,20 @@
+"""Softmax over the last dimension of a 2-D tensor (one distribution per row)."""
+
+import torch
+from torch import nn
+
+BATCH = 128
+DIM = 2048
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

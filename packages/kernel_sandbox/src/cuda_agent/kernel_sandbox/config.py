@@ -1,0 +1,79 @@
+"""``SandboxConfig``: every knob of the sandbox, validated on construction."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Hard limits in seconds per phase; past one the worker's whole process tree is killed."""
+
+    startup: float = 180.0  # a fresh worker importing torch (and initialising CUDA)
+    load: float = 120.0  # importing the candidate, which compiles its kernels
+    correctness: float = 60.0
+    timing: float = 120.0
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How candidates are built, checked and timed.
+
+    ``backend="auto"`` picks ``cuda`` when torch sees a GPU, else ``cpu``. ``workers=0`` picks
+    one worker per GPU on CUDA and one per two cores on the CPU.
+    """
+
+    backend: Literal["auto", "cpu", "cuda"] = "auto"
+    workers: int = 0
+    threads_per_worker: int = 0  # CPU backend: torch/OpenMP threads in each worker (0 = auto)
+    trials: int = 5
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    seed: int = 0
+    warmup: int = 3
+    repeats: int = 30
+    timing_budget_s: float = 2.0  # stop repeating a measurement early past this budget
+    time_compile: bool | None = None  # time torch.compile too (None = only on CUDA)
+    require_custom_kernel: bool = True  # reject candidates that never launch a kernel
+    max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
+    max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
+    deadlines: Deadlines = field(default_factory=Deadlines)
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"backend must be 'auto', 'cpu' or 'cuda', not {self.backend!r}")
+        for name in ("workers", "threads_per_worker"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 = automatic)")
+        for name in ("trials", "repeats", "max_jobs_per_worker"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.warmup < 0 or self.atol < 0 or self.rtol < 0 or self.timing_budget_s <= 0:
+            raise ValueError("warmup, atol and rtol must be >= 0 and timing_budget_s > 0")
+
+    def resolved(self) -> SandboxConfig:
+        """The same config with every ``auto`` value decided for this host."""
+        backend = self.backend
+        if backend == "auto":
+            import torch
+
+            backend = "cuda" if torch.cuda.is_available() else "cpu"
+        if backend == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ValueError("backend='cuda' but torch sees no CUDA GPU; use backend='cpu'")
+            workers = self.workers or torch.cuda.device_count()
+        else:
+            workers = self.workers or max(1, (os.cpu_count() or 2) // 2)
+        threads = self.threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
+        time_compile = (backend == "cuda") if self.time_compile is None else self.time_compile
+        return replace(
+            self,
+            backend=backend,
+            workers=workers,
+            threads_per_worker=threads,
+            time_compile=time_compile,
+        )

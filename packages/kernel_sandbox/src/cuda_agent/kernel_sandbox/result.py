@@ -1,0 +1,100 @@
+"""``EvalResult``: the immutable, JSON-serialisable verdict on one candidate."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+Status = Literal["ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected"]
+STATUSES: tuple[Status, ...] = (
+    "ok",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "incorrect",
+    "rejected",
+)
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """One correctness trial: the input seed, whether it passed, and the worst errors seen."""
+
+    seed: int
+    passed: bool
+    max_abs_error: float
+    max_rel_error: float
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What the sandbox concluded about a candidate.
+
+    Times are medians in milliseconds, spreads are half the interquartile range (a robust
+    noise estimate); ``None`` means not measured. ``flags`` lists anti-cheat findings: a
+    candidate with any flag must not be rewarded as fast or correct.
+    """
+
+    status: Status
+    message: str = ""
+    task: str = ""
+    backend: str = ""
+    trials: tuple[TrialOutcome, ...] = ()
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    candidate_time_ms: float | None = None
+    candidate_time_spread_ms: float | None = None
+    eager_time_ms: float | None = None
+    eager_time_spread_ms: float | None = None
+    compile_time_ms: float | None = None
+    compile_time_spread_ms: float | None = None
+    flags: tuple[str, ...] = ()
+    build_seconds: float | None = None
+    wall_seconds: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool:
+        """True when the candidate passed every check (status ``ok``) and carries no flag."""
+        return self.status == "ok" and not self.flags
+
+    @property
+    def speedup_vs_eager(self) -> float | None:
+        """Eager time over candidate time (> 1 means the candidate is faster)."""
+        return _ratio(self.eager_time_ms, self.candidate_time_ms)
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        """``torch.compile`` time over candidate time (> 1 means the candidate is faster)."""
+        return _ratio(self.compile_time_ms, self.candidate_time_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready), including the derived speedups."""
+        data = asdict(self)
+        data["speedup_vs_eager"] = self.speedup_vs_eager
+        data["speedup_vs_compile"] = self.speedup_vs_compile
+        data["correct"] = self.correct
+        return data
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """Inverse of ``to_dict`` (derived keys and unknown keys are ignored)."""
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        if kwargs.get("status") not in STATUSES:
+            raise ValueError(f"unknown status {kwargs.get('status')!r}")
+        kwargs["trials"] = tuple(TrialOutcome(**t) for t in kwargs.get("trials", ()))
+        kwargs["flags"] = tuple(kwargs.get("flags", ()))
+        return cls(**kwargs)
+
+
+def _ratio(baseline: float | None, candidate: float | None) -> float | None:
+    if baseline is None or candidate is None or candidate <= 0 or not math.isfinite(candidate):
+        return None
+    return baseline / candidate

@@ -1,0 +1,157 @@
+"""``Sandbox``: a pool of isolated workers that evaluates candidates against tasks.
+
+    with Sandbox(SandboxConfig(backend="cpu")) as sandbox:
+        result = sandbox.evaluate(task, candidate_source)
+        results = sandbox.evaluate_many([(task, source), ...])   # all workers busy
+
+Candidate code never runs in this process. A worker that crashes, hangs past a phase deadline
+or hits a CUDA error is killed with its process tree and replaced; the caller gets a verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from types import TracebackType
+from typing import Any
+
+from ._pool import Worker, WorkerDied
+from .config import SandboxConfig
+from .result import EvalResult
+from .tasks import Task
+
+
+class Sandbox:
+    """Owns the worker pool; use as a context manager (or call ``close``)."""
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = (config or SandboxConfig()).resolved()
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._workers = [Worker(self.config, i) for i in range(self.config.workers)]
+        for worker in self._workers:
+            self._idle.put(worker)  # started lazily, on first use
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.config.workers, thread_name_prefix="sandbox"
+        )
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def backend(self) -> str:
+        return self.config.backend
+
+    # ---------------------------------------------------------------------------- evaluate
+    def evaluate(self, task: Task, candidate: str) -> EvalResult:
+        """Build, verify and time ``candidate`` (a ``ModelNew`` module source) on ``task``."""
+        if self._closed:
+            raise RuntimeError("this Sandbox is closed")
+        if not isinstance(candidate, str):
+            raise TypeError(f"candidate must be module source text, not {type(candidate).__name__}")
+        started = time.perf_counter()
+        worker = self._idle.get()
+        try:
+            raw = worker.run(self._job(task, candidate))
+            result = _result_from_worker(raw, task, self.config.backend)
+        except WorkerDied as death:
+            status = "timeout" if death.timed_out else "runtime_error"
+            result = EvalResult(
+                status=status, message=death.reason, task=task.name, backend=self.config.backend
+            )
+        finally:
+            self._idle.put(worker)
+        return _with_wall_time(result, time.perf_counter() - started)
+
+    def evaluate_many(self, jobs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
+        """Evaluate many (task, candidate) pairs concurrently; results in input order."""
+        futures = [self._executor.submit(self.evaluate, task, cand) for task, cand in jobs]
+        return [f.result() for f in futures]
+
+    async def evaluate_async(self, task: Task, candidate: str) -> EvalResult:
+        """``evaluate`` for asyncio code (runs on the pool's threads)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.evaluate, task, candidate)
+
+    def _job(self, task: Task, candidate: str) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "task": task.source,
+            "task_name": task.name,
+            "candidate": candidate,
+            "config": {
+                "backend": cfg.backend,
+                "device": "cuda:0" if cfg.backend == "cuda" else "cpu",
+                "trials": cfg.trials,
+                "atol": cfg.atol,
+                "rtol": cfg.rtol,
+                "seed": cfg.seed,
+                "warmup": cfg.warmup,
+                "repeats": cfg.repeats,
+                "timing_budget_s": cfg.timing_budget_s,
+                "time_compile": cfg.time_compile,
+                "require_custom_kernel": cfg.require_custom_kernel,
+                "task_digest": task.digest,
+            },
+        }
+
+    # --------------------------------------------------------------------------- lifecycle
+    def warm_up(self) -> None:
+        """Start every worker now (otherwise each starts on its first job)."""
+        list(self._executor.map(lambda w: w.alive() or w.start(), self._workers))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._executor.shutdown(wait=True)
+        for worker in self._workers:
+            worker.kill()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+
+def _result_from_worker(raw: dict[str, Any], task: Task, backend: str) -> EvalResult:
+    raw = {**raw, "task": task.name, "backend": backend}
+    try:
+        return EvalResult.from_dict(raw)
+    except (TypeError, ValueError) as exc:
+        return EvalResult(
+            status="runtime_error",
+            message=f"the worker returned an unreadable result ({exc})",
+            task=task.name,
+            backend=backend,
+        )
+
+
+def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:
+    data = asdict(result)
+    data["wall_seconds"] = seconds
+    return EvalResult.from_dict(data)
+
+
+def evaluate_solutions(sandbox: Sandbox, tasks: Sequence[Task]) -> list[EvalResult]:
+    """Evaluate each task's own reference solution for the sandbox's backend."""
+    jobs = []
+    for task in tasks:
+        if sandbox.backend not in task.solutions:
+            raise ValueError(f"task {task.name!r} has no {sandbox.backend} solution")
+        jobs.append((task, task.solutions[sandbox.backend]))
+    return sandbox.evaluate_many(jobs)

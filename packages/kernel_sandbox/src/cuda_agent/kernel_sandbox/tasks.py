@@ -1,0 +1,123 @@
+"""Tasks in KernelBench format: a module defining ``Model``, ``get_inputs``, ``get_init_inputs``.
+
+A task is kept as source text (it travels to worker processes and is hashed for caches); the
+caller's process only checks it statically and never executes it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .errors import TaskError
+
+_REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+BACKENDS = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A reference operator. ``solutions`` maps a backend to a known-good candidate source."""
+
+    name: str
+    source: str
+    solutions: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def digest(self) -> str:
+        """Content hash of the task source (keys baseline and result caches)."""
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Module-level integer constants (the problem sizes), read without running the code."""
+        sizes: dict[str, int] = {}
+        for node in ast.parse(self.source).body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int
+            ):
+                sizes[node.targets[0].id] = node.value.value
+        return sizes
+
+
+def task_from_source(source: str, name: str = "task", **kwargs: object) -> Task:
+    """Build a ``Task`` from module source, checking the KernelBench contract statically."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise TaskError(f"task {name!r} is not valid Python: {exc.msg} (line {exc.lineno})") from exc
+    defined = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    defined |= {
+        t.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+    missing = [n for n in _REQUIRED if n not in defined]
+    if missing:
+        raise TaskError(
+            f"task {name!r} does not define {', '.join(missing)}; a KernelBench task module "
+            "defines class Model(nn.Module), get_inputs() and get_init_inputs()"
+        )
+    return Task(name=name, source=source, **kwargs)  # type: ignore[arg-type]
+
+
+def load_task(path: str | Path) -> Task:
+    """Load a task from a ``.py`` file, or from a directory holding ``task.py`` and solutions.
+
+    In a directory, ``solution_cpu.py`` / ``solution_cuda.py`` are read as reference solutions.
+    """
+    path = Path(path)
+    if path.is_dir():
+        task_file = path / "task.py"
+        if not task_file.is_file():
+            raise TaskError(f"{path} is a directory without task.py")
+        solutions = {
+            b: (path / f"solution_{b}.py").read_text()
+            for b in BACKENDS
+            if (path / f"solution_{b}.py").is_file()
+        }
+        return task_from_source(task_file.read_text(), name=path.name, solutions=solutions)
+    if not path.is_file():
+        raise TaskError(f"task file {path} does not exist")
+    return task_from_source(path.read_text(), name=path.stem)
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Load every task under a directory (``*.py`` files and task directories), sorted by name."""
+    path = Path(path)
+    if path.is_file():
+        return [load_task(path)]
+    tasks = []
+    for child in sorted(path.iterdir()):
+        if (child.is_dir() and (child / "task.py").is_file()) or (
+            child.suffix == ".py" and not child.name.startswith("_")
+        ):
+            tasks.append(load_task(child))
+    if not tasks:
+        raise TaskError(f"no tasks found under {path}")
+    return tasks
+
+
+def builtin_tasks() -> list[Task]:
+    """The built-in task suite, each with reference solutions for the CPU and CUDA backends."""
+    root = resources.files("cuda_agent.kernel_sandbox") / "builtin"
+    tasks = []
+    for child in sorted(root.iterdir(), key=lambda p: p.name):
+        if child.is_dir() and (child / "task.py").is_file():
+            tasks.append(load_task(Path(str(child))))
+    return tasks

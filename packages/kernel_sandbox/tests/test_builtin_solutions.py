@@ -1,0 +1,168 @@
+"""The built-in tasks and their reference solutions: well formed, and correct against the task.
+
+The CPU solutions run here; the CUDA solutions run only where a GPU (and CuPy) is present.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+import types
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from cuda_agent.kernel_sandbox.launch import launch_count
+from cuda_agent.kernel_sandbox.tasks import BACKENDS, Task, builtin_tasks
+
+TASKS = builtin_tasks()
+_ids = itertools.count()
+
+# ATen ops a solution may run itself: allocation and views. Everything else must be a kernel.
+_ALLOWED_OPS = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "alias",
+    "detach",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "as_strided",
+}
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the name of every ATen op dispatched while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        _types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        self.ops.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def _load(source: str, label: str) -> types.ModuleType:
+    """Execute module source under a fresh, unique module name."""
+    module = types.ModuleType(f"_builtin_{label}_{next(_ids)}")
+    exec(compile(source, f"<{label}>", "exec"), module.__dict__)
+    return module
+
+
+def _models(task: Task, backend: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
+    """The reference Model and the solution's ModelNew, sharing (perturbed) weights."""
+    ref_mod = _load(task.source, f"{task.name}_task")
+    new_mod = _load(task.solutions[backend], f"{task.name}_solution_{backend}")
+    torch.manual_seed(seed)
+    ref = ref_mod.Model(*ref_mod.get_init_inputs())
+    torch.manual_seed(seed)
+    new = new_mod.ModelNew(*ref_mod.get_init_inputs())
+    # Default inits (LayerNorm's ones and zeros) would hide a solution that ignores a weight.
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    new.load_state_dict(ref.state_dict())
+    return ref.eval(), new.eval(), ref_mod
+
+
+def _run_solution(new: nn.Module, inputs: list[Any]) -> tuple[torch.Tensor, set[str]]:
+    before = launch_count()
+    with torch.no_grad(), _OpRecorder() as recorder:
+        out = new(*inputs)
+    assert launch_count() > before, "the solution launched no kernel"
+    return out, recorder.ops
+
+
+def test_builtin_suite_has_unique_tasks() -> None:
+    names = [t.name for t in TASKS]
+    assert len(names) >= 8
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_task_is_well_formed(task: Task) -> None:
+    assert set(task.solutions) == set(BACKENDS)
+    tree = ast.parse(task.source)
+    assert ast.get_docstring(tree), "task.py starts with a docstring describing the op"
+    assert task.sizes, "problem sizes are module-level integers"
+
+
+def _calls(source: str, func: str) -> list[ast.Call]:
+    return [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == func
+    ]
+
+
+def _defines_model_new(source: str) -> bool:
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.parse(source).body)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_solutions_use_the_launcher(task: Task) -> None:
+    cpu, cuda = task.solutions["cpu"], task.solutions["cuda"]
+    assert _defines_model_new(cpu) and _defines_model_new(cuda)
+    assert _calls(cpu, "cpu_kernel"), "the CPU solution builds its kernel with cpu_kernel"
+    kernels = _calls(cuda, "cuda_kernel")
+    assert kernels, "the CUDA solution builds its kernel with cuda_kernel"
+    for call in kernels:
+        src, name = (a.value if isinstance(a, ast.Constant) else None for a in call.args[:2])
+        assert isinstance(src, str) and isinstance(name, str)
+        assert 'extern "C" __global__' in src
+        assert f"void {name}(" in src
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_cpu_solution_matches_reference(task: Task) -> None:
+    ref, new, task_mod = _models(task, "cpu")
+    for trial in range(3):
+        torch.manual_seed(100 + trial)
+        inputs = task_mod.get_inputs()
+        with torch.no_grad():
+            expected = ref(*inputs)
+        out, ops = _run_solution(new, inputs)
+        assert ops <= _ALLOWED_OPS, f"the solution computes with torch ops: {ops - _ALLOWED_OPS}"
+        assert out.shape == expected.shape and out.dtype == expected.dtype
+        err = (out - expected).abs().max().item()
+        assert torch.allclose(out, expected, atol=1e-4, rtol=1e-4), f"max abs error {err:.3g}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_cuda_solution_matches_reference(task: Task) -> None:
+    pytest.importorskip("cupy")
+    ref, new, task_mod = _models(task, "cuda")
+    ref64 = copy.deepcopy(ref).double()
+    new = new.cuda()
+    for trial in range(3):
+        torch.manual_seed(100 + trial)
+        inputs = task_mod.get_inputs()
+        with torch.no_grad():
+            expected32 = ref(*inputs)
+            expected = ref64(*[x.double() for x in inputs])
+        out, ops = _run_solution(new, [x.cuda() for x in inputs])
+        torch.cuda.synchronize()
+        assert ops <= _ALLOWED_OPS, f"the solution computes with torch ops: {ops - _ALLOWED_OPS}"
+        assert out.is_cuda
+        assert out.shape == expected32.shape and out.dtype == expected32.dtype
+        out64 = out.cpu().double()
+        err = (out64 - expected).abs().max().item()
+        assert torch.allclose(out64, expected, atol=1e-4, rtol=1e-4), f"max abs error {err:.3g}"

@@ -1,0 +1,59 @@
+"""Loading tasks in KernelBench format, and clear errors for broken task files."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.kernel_sandbox import TaskError, builtin_tasks, load_task, load_tasks, task_from_source
+
+KERNELBENCH_STYLE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.sum(x, dim=self.dim)
+
+batch_size = 16
+dim1 = 256
+reduce_dim = 1
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1)]
+
+def get_init_inputs():
+    return [reduce_dim]
+'''
+
+
+def test_kernelbench_file_loads_unchanged(tmp_path):
+    path = tmp_path / "47_Sum_reduction.py"
+    path.write_text(KERNELBENCH_STYLE)
+    task = load_task(path)
+    assert task.name == "47_Sum_reduction"
+    assert task.sizes == {"batch_size": 16, "dim1": 256, "reduce_dim": 1}
+    assert load_tasks(tmp_path) == [task]
+
+
+def test_broken_task_files_get_clear_errors(tmp_path):
+    with pytest.raises(TaskError, match="not valid Python"):
+        task_from_source("def (:", name="bad")
+    with pytest.raises(TaskError, match="get_init_inputs"):
+        task_from_source("class Model: pass\ndef get_inputs(): return []\n")
+    with pytest.raises(TaskError, match="does not exist"):
+        load_task(tmp_path / "nope.py")
+    with pytest.raises(TaskError, match="no tasks"):
+        load_tasks(tmp_path)
+
+
+def test_builtin_suite_has_solutions_for_both_backends():
+    tasks = builtin_tasks()
+    assert len(tasks) >= 5
+    assert len({t.name for t in tasks}) == len(tasks)
+    for task in tasks:
+        assert set(task.solutions) == {"cpu", "cuda"}, task.name
+        assert task.digest and task.sizes, task.name

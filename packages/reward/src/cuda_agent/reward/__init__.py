@@ -1,0 +1,30 @@
+"""Pure reward functions from a kernel evaluation outcome (or a trajectory of them) to a scalar.
+
+Standard library only; reads any object satisfying the `EvalOutcome` protocol.
+"""
+
+from cuda_agent.reward._src.milestone import (
+    MilestoneValues,
+    format_reward,
+    is_faster,
+    milestone_reward,
+)
+from cuda_agent.reward._src.outcome import EvalOutcome
+from cuda_agent.reward._src.trajectory import (
+    best_turn,
+    discounted_returns,
+    discounted_sum,
+    last_turn,
+)
+
+__all__ = [
+    "EvalOutcome",
+    "MilestoneValues",
+    "best_turn",
+    "discounted_returns",
+    "discounted_sum",
+    "format_reward",
+    "is_faster",
+    "last_turn",
+    "milestone_reward",
+]

@@ -1,0 +1,68 @@
+"""Run state on disk, written atomically so a run killed at any moment resumes cleanly.
+
+Layout of a run directory::
+
+    config.json        the TrainConfig
+    metrics.jsonl      one JSON object per finished step (appended, flushed)
+    state.json         progress: finished stages and RL steps, path of the latest checkpoint
+    checkpoints/<name>/  adapter (peft format) + optimizer.pt
+    adapter/           the final adapter
+    summary.json       written at the end
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RunState:
+    finished_stages: list[str] = field(default_factory=list)
+    rl_steps_done: int = 0
+    checkpoint: str = ""  # relative to the run directory
+    eval_before: dict[str, Any] | None = None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def load_state(run_dir: Path) -> RunState:
+    path = run_dir / "state.json"
+    if not path.exists():
+        return RunState()
+    return RunState(**json.loads(path.read_text()))
+
+
+def save_state(run_dir: Path, state: RunState) -> None:
+    write_json_atomic(run_dir / "state.json", asdict(state))
+
+
+def replace_dir(staged: Path, final: Path) -> None:
+    """Move a fully written directory into place (the old one is removed only afterwards)."""
+    old = final.with_name(final.name + ".old")
+    if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+    os.replace(staged, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class MetricsWriter:
+    """Appends one JSON line per record and flushes, so a crash loses nothing finished."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

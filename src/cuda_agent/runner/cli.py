@@ -1,0 +1,61 @@
+"""``cuda-agent`` command line: ``cuda-agent train [options]``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from .config import TrainConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cuda-agent", description="Train LLMs with agentic RL to write fast kernels."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser(
+        "train",
+        help="run a training run (defaults: embedded SmolLM2-135M, built-in tasks, CPU or GPU)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind = type(field.default)
+        help_text = {
+            "out": "run directory (default runs/<timestamp>)",
+            "tasks": "task directory or file (default: the built-in suite)",
+            "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
+        }.get(field.name)
+        train.add_argument(flag, type=kind, default=field.default, help=help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "train":
+        from .train import train
+
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+        try:
+            if args.resume:
+                run_dir = Path(args.resume)
+                if not (run_dir / "config.json").exists():
+                    print(f"cuda-agent: {run_dir} is not a run directory (no config.json)", file=sys.stderr)
+                    return 2
+                config = TrainConfig.from_json(run_dir / "config.json")
+                config = dataclasses.replace(config, out=str(run_dir))
+            else:
+                config = TrainConfig(**values)
+        except ValueError as exc:
+            print(f"cuda-agent: {exc}", file=sys.stderr)
+            return 2
+        train(config, progress=not args.quiet)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The training run: stages composed from the packages, with checkpoints and metrics.
+
+    evaluate (before) -> warm start (supervised) -> RL steps (single-turn PPO) -> evaluate (after)
+
+Every stage and every RL step ends with a checkpoint and a metrics line, so ``--resume``
+continues a killed run from the last finished step.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cuda_agent.agent import SamplingParams, Trajectory, build_messages, rollout_single_turn
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, builtin_tasks, load_tasks
+from cuda_agent.policy import Policy, PolicyConfig
+from cuda_agent.rl_core import (
+    approx_kl_k3,
+    clip_fraction,
+    group_normalized_advantages,
+    ppo_clipped_policy_loss,
+)
+
+from .checkpoint import MetricsWriter, RunState, load_state, replace_dir, save_state, write_json_atomic
+from .config import TrainConfig
+
+Log = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------------ helpers
+def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return out
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _response_ids(policy: Policy, text: str) -> list[int]:
+    ids = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return [*ids, policy.tokenizer.eos_token_id]
+
+
+def load_task_suite(config: TrainConfig) -> list[Task]:
+    return load_tasks(config.tasks) if config.tasks else builtin_tasks()
+
+
+# ----------------------------------------------------------------------------- evaluation
+def evaluate_policy(
+    policy: Policy, sandbox: Sandbox, tasks: Sequence[Task], config: TrainConfig
+) -> dict[str, Any]:
+    """Greedy answer per task, evaluated and rewarded: the before/after yardstick."""
+    policy.eval()
+    trajectories = rollout_single_turn(
+        policy,
+        sandbox,
+        tasks,
+        SamplingParams(n=1, max_new_tokens=config.max_new_tokens, temperature=0.0),
+    )
+    return {
+        **_rollout_stats(trajectories),
+        "per_task": {t.task: t.reward for t in trajectories},
+        "feedback": {t.task: t.feedback for t in trajectories},
+    }
+
+
+def _rollout_stats(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    rewards = [t.reward for t in trajectories]
+    results = [t.result for t in trajectories]
+    speedups = [r.speedup_vs_eager for r in results if r is not None and r.correct and r.speedup_vs_eager]
+    n = max(1, len(trajectories))
+    return {
+        "mean_reward": statistics.fmean(rewards) if rewards else 0.0,
+        "frac_parsed": sum(t.candidate is not None for t in trajectories) / n,
+        "frac_compiled": sum(r is not None and r.status != "compile_error" for r in results) / n,
+        "frac_correct": sum(r is not None and r.correct for r in results) / n,
+        "mean_speedup_vs_eager": statistics.fmean(speedups) if speedups else None,
+        "mean_response_tokens": statistics.fmean(len(t.response_ids) for t in trajectories)
+        if trajectories
+        else 0.0,
+    }
+
+
+# ----------------------------------------------------------------------------- warm start
+def warm_start(
+    policy: Policy, tasks: Sequence[Task], backend: str, config: TrainConfig, log: Log
+) -> list[dict[str, Any]]:
+    """Supervised fine-tuning on the tasks' reference solutions (negative log-likelihood).
+
+    The answer format is exactly what rollouts parse: one fenced Python block with ModelNew.
+    """
+    examples = [
+        (
+            policy.chat_prompt_ids(build_messages(t, backend)),
+            _response_ids(policy, f"```python\n{t.solutions[backend].strip()}\n```"),
+        )
+        for t in tasks
+        if backend in t.solutions
+    ]
+    if not examples:
+        log(f"warm start skipped: no task has a {backend} reference solution")
+        return []
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=config.warmstart_lr)
+    rng = random.Random(config.seed)
+    records = []
+    policy.train()
+    for step in range(config.warmstart_steps):
+        started = time.perf_counter()
+        batch = rng.sample(examples, min(config.warmstart_batch, len(examples)))
+        total_tokens = sum(len(r) for _, r in batch)
+        loss_sum = 0.0
+        for micro in _chunks(batch, config.micro_batch):
+            out = policy.token_logprobs([p for p, _ in micro], [r for _, r in micro])
+            nll = -(out.logprobs * out.mask).sum() / total_tokens
+            nll.backward()
+            loss_sum += float(nll)
+        torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        record = {"stage": "warmstart", "step": step, "nll": loss_sum, "tokens": total_tokens,
+                  "seconds": time.perf_counter() - started}
+        records.append(record)
+        log(f"warm start {step + 1}/{config.warmstart_steps}: nll/token {loss_sum:.3f}")
+    return records
+
+
+# --------------------------------------------------------------------------------- RL step
+def rl_step(
+    policy: Policy,
+    sandbox: Sandbox,
+    optimizer: torch.optim.Optimizer,
+    tasks: Sequence[Task],
+    step: int,
+    config: TrainConfig,
+) -> dict[str, Any]:
+    """One single-turn PPO step: roll out groups, group-normalise rewards, clipped update."""
+    started = time.perf_counter()
+    policy.eval()
+    trajectories = rollout_single_turn(
+        policy,
+        sandbox,
+        tasks,
+        SamplingParams(
+            n=config.group_size,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            seed=config.seed * 100_003 + step,
+        ),
+    )
+    rollout_seconds = time.perf_counter() - started
+
+    rewards_gn = torch.tensor([t.reward for t in trajectories]).view(len(tasks), config.group_size)
+    advantages = group_normalized_advantages(rewards_gn).flatten().tolist()
+    # Groups whose rewards are all equal carry no signal (advantage 0): skip their compute.
+    chosen = [
+        (t, a) for t, a in zip(trajectories, advantages, strict=True) if a != 0 and t.response_ids
+    ]
+    total_tokens = sum(len(t.response_ids) for t, _ in chosen)
+    loss_sum = clip_sum = kl_sum = 0.0
+    grad_norm = 0.0
+    policy.train()
+    for micro in _chunks(chosen, config.micro_batch):
+        out = policy.token_logprobs(
+            [t.prompt_ids for t, _ in micro], [t.response_ids for t, _ in micro]
+        )
+        width = out.logprobs.shape[1]
+        old = _pad([t.sampler_logprobs for t, _ in micro], width).to(out.logprobs.device)
+        adv = torch.tensor([a for _, a in micro], device=out.logprobs.device).unsqueeze(1)
+        mask = out.mask.to(out.logprobs.dtype)
+        loss_bt = ppo_clipped_policy_loss(
+            out.logprobs.float(), old, adv, eps_low=config.eps_low, eps_high=config.eps_high
+        )
+        loss = (loss_bt * mask).sum() / total_tokens  # token-mean over the whole batch
+        loss.backward()
+        loss_sum += float(loss)
+        with torch.no_grad():
+            n_tok = float(mask.sum())
+            clip_sum += float(clip_fraction(out.logprobs.float(), old, out.mask, config.eps_low, config.eps_high)) * n_tok
+            kl_sum += float((approx_kl_k3(out.logprobs.float(), old) * mask).sum())
+    if chosen:
+        grad_norm = float(
+            torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
+        )
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {
+        "stage": "rl",
+        "step": step,
+        **_rollout_stats(trajectories),
+        "tasks": [t.name for t in tasks],
+        "trained_sequences": len(chosen),
+        "trained_tokens": total_tokens,
+        "loss": loss_sum,
+        "clip_fraction": clip_sum / total_tokens if total_tokens else 0.0,
+        "approx_kl": kl_sum / total_tokens if total_tokens else 0.0,
+        "grad_norm": grad_norm,
+        "rollout_seconds": rollout_seconds,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+# ------------------------------------------------------------------------------- the run
+def _checkpoint(policy: Policy, optimizer: torch.optim.Optimizer | None, run_dir: Path, name: str) -> str:
+    staged = run_dir / "checkpoints" / f".{name}.partial"
+    staged.mkdir(parents=True, exist_ok=True)
+    policy.save(staged / "adapter")
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), staged / "optimizer.pt")
+    replace_dir(staged, run_dir / "checkpoints" / name)
+    return f"checkpoints/{name}"
+
+
+def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) a training run; returns the summary also written to summary.json."""
+    from tqdm import tqdm
+
+    run_dir = config.out_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run_dir / "config.json", config.to_dict())
+    state = load_state(run_dir)
+    metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+
+    tasks = load_task_suite(config)
+    sandbox = Sandbox(SandboxConfig(backend=config.backend))  # type: ignore[arg-type]
+    backend = sandbox.backend
+    log(f"run directory: {run_dir}  backend: {backend}  tasks: {len(tasks)}")
+    log(f"loading policy {config.model} ...")
+    policy = Policy.load(
+        PolicyConfig(
+            model=config.model,
+            device=config.device,
+            lora_rank=config.lora_rank,
+            lora_alpha=config.lora_alpha,
+            seed=config.seed,
+        )
+    )
+    if state.checkpoint:
+        log(f"resuming from {state.checkpoint} (RL steps done: {state.rl_steps_done})")
+        policy.load_adapter(run_dir / state.checkpoint / "adapter")
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=config.lr)
+    opt_path = run_dir / state.checkpoint / "optimizer.pt"
+    if state.checkpoint and "rl" in state.checkpoint and opt_path.exists():
+        optimizer.load_state_dict(torch.load(opt_path, map_location="cpu"))
+
+    eval_tasks = tasks[: config.eval_tasks] if config.eval_tasks else tasks
+    total = 2 + (1 if config.warmstart_steps else 0) + config.steps
+    bar = tqdm(total=total, desc="cuda-agent train", disable=not progress, unit="stage")
+    bar.update(len(state.finished_stages) + state.rl_steps_done)
+    try:
+        with sandbox:
+            if "eval_before" not in state.finished_stages:
+                state.eval_before = evaluate_policy(policy, sandbox, eval_tasks, config)
+                metrics.write({"stage": "eval_before", **state.eval_before})
+                state.finished_stages.append("eval_before")
+                save_state(run_dir, state)
+                bar.update()
+            log(f"mean reward before training: {state.eval_before['mean_reward']:.3f}")  # type: ignore[index]
+
+            if config.warmstart_steps and "warmstart" not in state.finished_stages:
+                for record in warm_start(policy, tasks, backend, config, log):
+                    metrics.write(record)
+                state.checkpoint = _checkpoint(policy, None, run_dir, "warmstart")
+                state.finished_stages.append("warmstart")
+                save_state(run_dir, state)
+                bar.update()
+
+            rng = random.Random(config.seed)
+            order = [rng.sample(range(len(tasks)), len(tasks)) for _ in range(config.steps)]
+            for step in range(state.rl_steps_done, config.steps):
+                picked = [tasks[i] for i in order[step][: config.tasks_per_step]]
+                record = rl_step(policy, sandbox, optimizer, picked, step, config)
+                metrics.write(record)
+                state.checkpoint = _checkpoint(policy, optimizer, run_dir, "rl")
+                state.rl_steps_done = step + 1
+                save_state(run_dir, state)
+                bar.update()
+                log(
+                    f"RL step {step + 1}/{config.steps}: mean reward {record['mean_reward']:.3f}, "
+                    f"correct {record['frac_correct']:.0%}, loss {record['loss']:.4f}"
+                )
+
+            eval_after = evaluate_policy(policy, sandbox, eval_tasks, config)
+            metrics.write({"stage": "eval_after", **eval_after})
+            bar.update()
+    finally:
+        bar.close()
+
+    policy.save(run_dir / "adapter")
+    before = state.eval_before or {}
+    summary = {
+        "run_dir": str(run_dir),
+        "backend": backend,
+        "model": config.model,
+        "tasks": len(tasks),
+        "rl_steps": config.steps,
+        "mean_reward_before": before.get("mean_reward"),
+        "mean_reward_after": eval_after["mean_reward"],
+        "frac_correct_before": before.get("frac_correct"),
+        "frac_correct_after": eval_after["frac_correct"],
+        "seconds_this_session": time.perf_counter() - started,
+        "adapter": str(run_dir / "adapter"),
+    }
+    write_json_atomic(run_dir / "summary.json", summary)
+    log(json.dumps(summary, indent=2))
+    return summary
