@@ -7,9 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cuda_agent.kernel_sandbox._signature import parse_signature
 from cuda_agent.kernel_sandbox.errors import CandidateError, CompileError
 from cuda_agent.kernel_sandbox.launch import cpu_kernel, launch_count
-from cuda_agent.kernel_sandbox._signature import parse_signature
 
 AXPY = r"""
 // y = a * x + y, with an int count and a double scale
@@ -63,10 +63,16 @@ def test_bad_arguments_are_clear_errors():
         kernel(torch.zeros(3))
     with pytest.raises(CandidateError, match="not contiguous"):
         kernel(torch.zeros(4, 4).t(), torch.zeros(16), 1.0, 16)
-    with pytest.raises(CandidateError, match="pass a torch.Tensor"):
+    with pytest.raises(CandidateError, match=r"pass a torch\.Tensor"):
         kernel([0.0], torch.zeros(1), 1.0, 1)
 
 
 def test_compile_errors_carry_the_compiler_message():
-    with pytest.raises(CompileError, match="kernel.c:2"):
+    with pytest.raises(CompileError, match=r"kernel\.c:2"):
         cpu_kernel("void f(float* x) {\n  x[0] = nope;\n}\n", "f")
+
+
+def test_tensor_dtype_must_match_the_declared_pointer_type():
+    kernel = cpu_kernel(AXPY, "axpy")
+    with pytest.raises(CandidateError, match=r"dtype torch.float64 .* float\*"):
+        kernel(torch.zeros(3, dtype=torch.float64), torch.zeros(3), 1.0, 3)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.kernel_sandbox import TaskError, builtin_tasks, load_task, load_tasks, task_from_source
+from cuda_agent.kernel_sandbox import (
+    TaskError,
+    builtin_tasks,
+    load_task,
+    load_tasks,
+    task_from_source,
+)
 
-KERNELBENCH_STYLE = '''
+KERNELBENCH_STYLE = """
 import torch
 import torch.nn as nn
 
@@ -27,7 +33,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [reduce_dim]
-'''
+"""
 
 
 def test_kernelbench_file_loads_unchanged(tmp_path):

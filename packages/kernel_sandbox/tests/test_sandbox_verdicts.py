@@ -119,7 +119,7 @@ def test_input_mutation_is_rejected(sandbox, relu):
 
 def test_prints_do_not_corrupt_the_protocol(sandbox, relu):
     noisy = relu.solutions["cpu"].replace(
-        "x = x.contiguous()", "print('{\"type\": \"result\"}' * 1000); x = x.contiguous()"
+        "x = x.contiguous()", 'print(\'{"type": "result"}\' * 1000); x = x.contiguous()'
     )
     assert sandbox.evaluate(relu, noisy).status == "ok"
 

@@ -20,7 +20,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run a training run (defaults: embedded SmolLM2-135M, built-in tasks, CPU or GPU)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint")
+    train.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint"
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
@@ -44,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.resume:
                 run_dir = Path(args.resume)
                 if not (run_dir / "config.json").exists():
-                    print(f"cuda-agent: {run_dir} is not a run directory (no config.json)", file=sys.stderr)
+                    print(
+                        f"cuda-agent: {run_dir} is not a run directory (no config.json)",
+                        file=sys.stderr,
+                    )
                     return 2
                 config = TrainConfig.from_json(run_dir / "config.json")
                 config = dataclasses.replace(config, out=str(run_dir))

@@ -45,7 +45,13 @@ class TrainConfig:
     eval_tasks: int = 0  # 0 = all tasks
 
     def __post_init__(self) -> None:
-        positive = ("tasks_per_step", "group_size", "max_new_tokens", "micro_batch", "warmstart_batch")
+        positive = (
+            "tasks_per_step",
+            "group_size",
+            "max_new_tokens",
+            "micro_batch",
+            "warmstart_batch",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")

@@ -28,7 +28,13 @@ from cuda_agent.rl_core import (
     ppo_clipped_policy_loss,
 )
 
-from .checkpoint import MetricsWriter, RunState, load_state, replace_dir, save_state, write_json_atomic
+from .checkpoint import (
+    MetricsWriter,
+    load_state,
+    replace_dir,
+    save_state,
+    write_json_atomic,
+)
 from .config import TrainConfig
 
 Log = Callable[[str], None]
@@ -77,7 +83,9 @@ def evaluate_policy(
 def _rollout_stats(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     rewards = [t.reward for t in trajectories]
     results = [t.result for t in trajectories]
-    speedups = [r.speedup_vs_eager for r in results if r is not None and r.correct and r.speedup_vs_eager]
+    speedups = [
+        r.speedup_vs_eager for r in results if r is not None and r.correct and r.speedup_vs_eager
+    ]
     n = max(1, len(trajectories))
     return {
         "mean_reward": statistics.fmean(rewards) if rewards else 0.0,
@@ -127,8 +135,13 @@ def warm_start(
         torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        record = {"stage": "warmstart", "step": step, "nll": loss_sum, "tokens": total_tokens,
-                  "seconds": time.perf_counter() - started}
+        record = {
+            "stage": "warmstart",
+            "step": step,
+            "nll": loss_sum,
+            "tokens": total_tokens,
+            "seconds": time.perf_counter() - started,
+        }
         records.append(record)
         log(f"warm start {step + 1}/{config.warmstart_steps}: nll/token {loss_sum:.3f}")
     return records
@@ -161,9 +174,13 @@ def rl_step(
 
     rewards_gn = torch.tensor([t.reward for t in trajectories]).view(len(tasks), config.group_size)
     advantages = group_normalized_advantages(rewards_gn).flatten().tolist()
-    # Groups whose rewards are all equal carry no signal (advantage 0): skip their compute.
+    # Groups whose rewards are all equal carry no signal (DAPO's dynamic sampling filter):
+    # skip their compute rather than train on advantages that are zero up to rounding.
+    informative = (rewards_gn.max(dim=1).values > rewards_gn.min(dim=1).values).tolist()
     chosen = [
-        (t, a) for t, a in zip(trajectories, advantages, strict=True) if a != 0 and t.response_ids
+        (t, a)
+        for t, a in zip(trajectories, advantages, strict=True)
+        if informative[t.group] and t.response_ids
     ]
     total_tokens = sum(len(t.response_ids) for t, _ in chosen)
     loss_sum = clip_sum = kl_sum = 0.0
@@ -185,7 +202,14 @@ def rl_step(
         loss_sum += float(loss)
         with torch.no_grad():
             n_tok = float(mask.sum())
-            clip_sum += float(clip_fraction(out.logprobs.float(), old, out.mask, config.eps_low, config.eps_high)) * n_tok
+            clip_sum += (
+                float(
+                    clip_fraction(
+                        out.logprobs.float(), old, out.mask, config.eps_low, config.eps_high
+                    )
+                )
+                * n_tok
+            )
             kl_sum += float((approx_kl_k3(out.logprobs.float(), old) * mask).sum())
     if chosen:
         grad_norm = float(
@@ -210,7 +234,9 @@ def rl_step(
 
 
 # ------------------------------------------------------------------------------- the run
-def _checkpoint(policy: Policy, optimizer: torch.optim.Optimizer | None, run_dir: Path, name: str) -> str:
+def _checkpoint(
+    policy: Policy, optimizer: torch.optim.Optimizer | None, run_dir: Path, name: str
+) -> str:
     staged = run_dir / "checkpoints" / f".{name}.partial"
     staged.mkdir(parents=True, exist_ok=True)
     policy.save(staged / "adapter")

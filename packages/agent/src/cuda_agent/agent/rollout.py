@@ -113,7 +113,11 @@ def rollout_single_turn(
         top_k=sampling.top_k,
         seed=sampling.seed,
     )
-    flat = [(g, task, s) for g, (task, group) in enumerate(zip(tasks, samples, strict=True)) for s in group]
+    flat = [
+        (g, task, s)
+        for g, (task, group) in enumerate(zip(tasks, samples, strict=True))
+        for s in group
+    ]
     candidates = [extract_candidate(s.text) for _, _, s in flat]
     jobs = [(task, c) for (_, task, _), c in zip(flat, candidates, strict=True) if c is not None]
     results = iter(evaluator.evaluate_many(jobs))

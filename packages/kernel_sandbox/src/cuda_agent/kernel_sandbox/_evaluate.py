@@ -157,19 +157,44 @@ def _clone(inputs: list[Any]) -> list[Any]:
 def _compare(got: list[torch.Tensor], want: list[torch.Tensor], atol: float, rtol: float):
     """(passed, max_abs, max_rel, message) for one trial."""
     if len(got) != len(want):
-        return False, float("inf"), float("inf"), f"returned {len(got)} outputs, expected {len(want)}"
+        return (
+            False,
+            float("inf"),
+            float("inf"),
+            f"returned {len(got)} outputs, expected {len(want)}",
+        )
     worst_abs = worst_rel = 0.0
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g.shape != w.shape:
-            return False, float("inf"), float("inf"), f"output {i} has shape {tuple(g.shape)}, expected {tuple(w.shape)}"
+            return (
+                False,
+                float("inf"),
+                float("inf"),
+                f"output {i} has shape {tuple(g.shape)}, expected {tuple(w.shape)}",
+            )
         if g.dtype != w.dtype:
-            return False, float("inf"), float("inf"), f"output {i} has dtype {g.dtype}, expected {w.dtype}"
+            return (
+                False,
+                float("inf"),
+                float("inf"),
+                f"output {i} has dtype {g.dtype}, expected {w.dtype}",
+            )
         if g.device != w.device:
-            return False, float("inf"), float("inf"), f"output {i} is on {g.device}, expected {w.device}"
+            return (
+                False,
+                float("inf"),
+                float("inf"),
+                f"output {i} is on {g.device}, expected {w.device}",
+            )
         g64, w64 = g.detach().double(), w.detach().double()
         bad_values = ~torch.isfinite(g64) & torch.isfinite(w64)
         if bad_values.any():
-            return False, float("inf"), float("inf"), f"output {i} has NaN or Inf where the reference is finite"
+            return (
+                False,
+                float("inf"),
+                float("inf"),
+                f"output {i} has NaN or Inf where the reference is finite",
+            )
         diff = (g64 - w64).abs().nan_to_num(0.0)
         if diff.numel():
             worst_abs = max(worst_abs, float(diff.max()))
@@ -187,7 +212,9 @@ def _compare(got: list[torch.Tensor], want: list[torch.Tensor], atol: float, rto
     return True, worst_abs, worst_rel, ""
 
 
-def _check_correctness(task, reference, model_new, device, cfg) -> tuple[list[TrialOutcome], list[Any]]:
+def _check_correctness(
+    task, reference, model_new, device, cfg
+) -> tuple[list[TrialOutcome], list[Any]]:
     trials: list[TrialOutcome] = []
     inputs: list[Any] = []
     for t in range(cfg["trials"]):
@@ -268,7 +295,9 @@ def _sync(device: torch.device) -> None:
 
 def _trim(exc: BaseException, limit: int = 1500) -> str:
     """The candidate's part of a traceback: frames in model_new.py, then the exception line."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("model_new.py")]
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("model_new.py")
+    ]
     lines = [f"  model_new.py, line {f.lineno}, in {f.name}: {f.line}" for f in frames[-3:]]
     text = "\n".join([*lines, f"{type(exc).__name__}: {exc}"])
     return text if len(text) <= limit else text[: limit - 20] + "\n... (truncated)"

@@ -6,6 +6,7 @@ down anything the candidate spawned. The parent only ever parses JSON from a wor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -75,14 +76,10 @@ class Worker:
         """Kill the worker's whole process group and reap it."""
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()

@@ -54,6 +54,7 @@ class Param:
     name: str
     kind: str
     c_type: str
+    element: str = ""  # pointers: the pointee's scalar code ("float32"), "" when unknown/void
 
 
 def parse_signature(source: str, name: str) -> tuple[Param, ...]:
@@ -83,7 +84,8 @@ def parse_signature(source: str, name: str) -> tuple[Param, ...]:
         pname = words[-1] if len(words) > 1 else f"arg{i}"
         ctype = " ".join(words[:-1]) if len(words) > 1 else words[0]
         if is_pointer:
-            params.append(Param(pname, "pointer", ctype + "*"))
+            # Remember the element type so the launcher can refuse a tensor of another dtype.
+            params.append(Param(pname, "pointer", ctype + "*", _SCALARS.get(ctype, "")))
             continue
         kind = _SCALARS.get(ctype)
         if kind is None:

@@ -56,6 +56,17 @@ _CTYPES: dict[str, Any] = {
     "pointer": ctypes.c_void_p,
 }
 
+_TORCH_DTYPES: dict[str, torch.dtype] = {
+    "bool": torch.bool,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+
 # How many custom kernels this process has launched: the harness reads it to tell a real
 # kernel from a candidate that only calls PyTorch.
 _launches = 0
@@ -80,6 +91,12 @@ def _check_tensor(kernel: str, param: Param, value: Any, device_type: str) -> to
     if value.device.type != device_type:
         raise CandidateError(
             f"{kernel}: tensor {param.name!r} is on {value.device}, expected a {device_type} tensor"
+        )
+    expected = _TORCH_DTYPES.get(param.element)
+    if expected is not None and value.dtype != expected:
+        raise CandidateError(
+            f"{kernel}: tensor {param.name!r} has dtype {value.dtype} but the kernel declares "
+            f"{param.c_type}; convert it (e.g. .to({expected})) or change the kernel"
         )
     if not value.is_contiguous():
         raise CandidateError(
@@ -172,7 +189,7 @@ class CudaKernel:
         block_t = (block,) if isinstance(block, int) else tuple(block)
         index = torch.cuda.current_device() if device_index is None else device_index
         stream = torch.cuda.current_stream(index)
-        with self._cupy.cuda.Device(index), self._cupy.cuda.ExternalStream(stream.cuda_stream):
+        with self._cupy.cuda.Device(index), _external_stream(self._cupy, stream.cuda_stream):
             _count_launch()
             self._kernel(grid_t, block_t, tuple(converted), shared_mem=shared_mem)
 
@@ -195,6 +212,14 @@ def _import_cupy() -> Any:
             "the CUDA fast path needs CuPy: pip install cupy-cuda12x (or cupy-cuda13x)"
         ) from exc
     return cupy
+
+
+def _external_stream(cupy: Any, pointer: int) -> Any:
+    """CuPy's view of torch's stream (``Stream.from_external`` in CuPy 14, else ExternalStream)."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(pointer)
+    return cupy.cuda.ExternalStream(pointer)
 
 
 def _numpy_type(kind: str) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._pool import Worker, WorkerDied
 from .config import SandboxConfig
-from .result import EvalResult
+from .result import EvalResult, Status
 from .tasks import Task
 
 
@@ -58,7 +58,7 @@ class Sandbox:
             raw = worker.run(self._job(task, candidate))
             result = _result_from_worker(raw, task, self.config.backend)
         except WorkerDied as death:
-            status = "timeout" if death.timed_out else "runtime_error"
+            status: Status = "timeout" if death.timed_out else "runtime_error"
             result = EvalResult(
                 status=status, message=death.reason, task=task.name, backend=self.config.backend
             )

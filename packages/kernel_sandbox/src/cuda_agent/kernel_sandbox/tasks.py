@@ -54,7 +54,9 @@ def task_from_source(source: str, name: str = "task", **kwargs: object) -> Task:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        raise TaskError(f"task {name!r} is not valid Python: {exc.msg} (line {exc.lineno})") from exc
+        raise TaskError(
+            f"task {name!r} is not valid Python: {exc.msg} (line {exc.lineno})"
+        ) from exc
     defined = {
         node.name
         for node in tree.body

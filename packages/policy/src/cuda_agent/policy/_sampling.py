@@ -77,7 +77,9 @@ class SamplerLogprobRecorder(LogitsProcessor):
         steps = new_tokens_bt.shape[1]
         if len(self._chosen) < steps and self._pending_bv is not None:
             last = len(self._chosen)
-            self._chosen.append(self._pending_bv.gather(1, new_tokens_bt[:, last : last + 1]).squeeze(1))
+            self._chosen.append(
+                self._pending_bv.gather(1, new_tokens_bt[:, last : last + 1]).squeeze(1)
+            )
         if not self._chosen:
             return new_tokens_bt.new_zeros(new_tokens_bt.shape, dtype=torch.float32)
         # Some decoding loops run one step past the stop and undo it: drop that extra entry.
@@ -130,7 +132,10 @@ def truncate_at_stop(
     lo, hi = 1, len(response_ids)
     while lo < hi:
         mid = (lo + hi) // 2
-        if _first_stop_end(tokenizer.decode(response_ids[:mid], skip_special_tokens=True), stops) is None:
+        if (
+            _first_stop_end(tokenizer.decode(response_ids[:mid], skip_special_tokens=True), stops)
+            is None
+        ):
             lo = mid + 1
         else:
             hi = mid

@@ -70,7 +70,9 @@ def logprobs_from_hidden(
     for start in range(0, hidden_nh.shape[0], chunk):
         h, t = hidden_nh[start : start + chunk], targets_n[start : start + chunk]
         if needs_grad:
-            lp, ent = checkpoint(_chunk_logprobs_and_entropy, head, h, t, with_entropy, use_reentrant=False)
+            lp, ent = checkpoint(
+                _chunk_logprobs_and_entropy, head, h, t, with_entropy, use_reentrant=False
+            )
         else:
             lp, ent = _chunk_logprobs_and_entropy(head, h, t, with_entropy)
         logprobs.append(lp)

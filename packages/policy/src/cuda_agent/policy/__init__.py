@@ -1,0 +1,16 @@
+"""cuda_agent.policy: load a causal LM (hub id, local dir, GGUF), add LoRA, sample, score, save."""
+
+from cuda_agent.policy._config import DEFAULT_MODEL, PolicyConfig
+from cuda_agent.policy._loading import ModelNotAvailableError
+from cuda_agent.policy._policy import Policy
+from cuda_agent.policy._sampling import Sample
+from cuda_agent.policy._scoring import TokenLogprobs
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ModelNotAvailableError",
+    "Policy",
+    "PolicyConfig",
+    "Sample",
+    "TokenLogprobs",
+]

@@ -1,0 +1,156 @@
+"""token_logprobs against a naive float64 reference; padding invariance; gradients."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+
+from cuda_agent.policy import Policy
+from cuda_agent.policy import _scoring as scoring
+
+RESPONSES = [[70, 71, 72, 73, 2], [100], [5, 6, 7, 8, 9, 10, 11, 12]]
+
+
+def reference_logprobs(
+    policy: Policy, prompt: list[int], response: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Full-sequence forward of a float64 copy, full log_softmax, gather: ([T], entropy [T])."""
+    model = copy.deepcopy(policy.model).double().eval()
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0]
+    logp = torch.log_softmax(logits, dim=-1)[len(prompt) - 1 : -1]
+    token_logp = logp.gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return token_logp, entropy
+
+
+def perturb_lora(policy: Policy) -> None:
+    """LoRA B starts at zero (the adapter is a no-op); give it weights so the tests see it."""
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        for p in policy.trainable_parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+
+
+@pytest.mark.parametrize("separable_head", [True, False])
+def test_token_logprobs_match_float64_reference(
+    make_policy: Any, prompts: list[list[int]], separable_head: bool
+) -> None:
+    policy = make_policy()
+    perturb_lora(policy)
+    policy._separable_head = separable_head  # also exercise the full-logits fallback
+    out = policy.token_logprobs(prompts, RESPONSES, with_entropy=True)
+    width = max(map(len, RESPONSES))
+    assert out.logprobs.shape == out.mask.shape == (3, width)
+    assert out.logprobs.dtype == torch.float32 and out.mask.dtype == torch.bool
+    assert out.entropy is not None and out.entropy.shape == (3, width)
+    for b, (prompt, response) in enumerate(zip(prompts, RESPONSES, strict=True)):
+        ref_logp, ref_entropy = reference_logprobs(policy, prompt, response)
+        assert out.mask[b].tolist() == [True] * len(response) + [False] * (width - len(response))
+        torch.testing.assert_close(
+            out.logprobs[b, : len(response)].double(), ref_logp, atol=1e-5, rtol=1e-5
+        )
+        torch.testing.assert_close(
+            out.entropy[b, : len(response)].double(), ref_entropy, atol=1e-5, rtol=1e-5
+        )
+        assert (out.logprobs[b, len(response) :] == 0).all()
+
+
+def test_the_head_of_a_llama_is_applied_to_response_positions_only(make_policy: Any) -> None:
+    assert make_policy()._separable_head
+
+
+def test_padding_does_not_change_per_sequence_results(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    policy = make_policy()
+    perturb_lora(policy)
+    batched = policy.token_logprobs(prompts, RESPONSES)
+    for b, (prompt, response) in enumerate(zip(prompts, RESPONSES, strict=True)):
+        alone = policy.token_logprobs([prompt], [response])
+        torch.testing.assert_close(
+            batched.logprobs[b, : len(response)], alone.logprobs[0], atol=1e-5, rtol=1e-5
+        )
+
+
+def test_chunked_head_gives_the_same_values_and_gradients(
+    make_policy: Any, prompts: list[list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = make_policy()
+    perturb_lora(policy)
+
+    def values_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        policy.model.zero_grad()
+        out = policy.token_logprobs(prompts, RESPONSES, with_entropy=True)
+        assert out.entropy is not None
+        (out.logprobs.sum() + out.entropy.sum()).backward()
+        return out.logprobs.detach(), [p.grad.clone() for p in policy.trainable_parameters()]
+
+    whole, whole_grads = values_and_grads()
+    monkeypatch.setattr(
+        scoring, "_LOGIT_CHUNK_ELEMENTS", 3 * len(policy.tokenizer)
+    )  # 3 tokens per chunk
+    chunked, chunked_grads = values_and_grads()
+    torch.testing.assert_close(chunked, whole)
+    for a, b in zip(chunked_grads, whole_grads, strict=True):
+        assert (a - b).norm() <= 1e-5 * b.norm()  # fp32 sums in a different order
+
+
+def test_gradient_reaches_lora_parameters_only(make_policy: Any, prompts: list[list[int]]) -> None:
+    policy = make_policy().train()
+    trainable = policy.trainable_parameters()
+    assert trainable and all(
+        "lora_" in name for name, p in policy.model.named_parameters() if p.requires_grad
+    )
+    policy.token_logprobs(prompts, RESPONSES).logprobs.sum().backward()
+    for name, p in policy.model.named_parameters():
+        if "lora_B" in name:
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+        elif "lora_A" in name:
+            assert p.grad is not None, name  # zero at init: B == 0 blocks its gradient
+        else:
+            assert p.grad is None, name
+
+
+def test_full_fine_tuning_trains_every_parameter(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    policy = make_policy(lora_rank=0)
+    params = policy.trainable_parameters()
+    assert len(params) == len(list(policy.model.parameters()))
+    policy.token_logprobs(prompts, RESPONSES).logprobs.sum().backward()
+    assert all(p.grad is not None for p in params)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    grads = []
+    for checkpointing in (False, True):
+        policy = make_policy(gradient_checkpointing=checkpointing).train()
+        perturb_lora(policy)
+        policy.token_logprobs(prompts, RESPONSES).logprobs.sum().backward()
+        grads.append([p.grad for p in policy.trainable_parameters()])
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_empty_responses(make_policy: Any, prompts: list[list[int]]) -> None:
+    policy = make_policy()
+    out = policy.token_logprobs(prompts[:2], [[], []], with_entropy=True)
+    assert out.logprobs.shape == (2, 0) and out.entropy is not None
+    mixed = policy.token_logprobs(prompts[:2], [[], [5, 6]])
+    assert mixed.mask.tolist() == [[False, False], [True, True]]
+    assert (mixed.logprobs[0] == 0).all()
+
+
+def test_bad_inputs_are_rejected(make_policy: Any) -> None:
+    policy = make_policy()
+    with pytest.raises(ValueError, match="prompts but"):
+        policy.token_logprobs([[1]], [[2], [3]])
+    with pytest.raises(ValueError, match="at least one token"):
+        policy.token_logprobs([[]], [[2]])

@@ -1,0 +1,54 @@
+"""save -> load_adapter round trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from cuda_agent.policy import PolicyConfig
+
+RESPONSES = [[70, 71, 72, 2], [5, 6]]
+
+
+def train_a_little(policy: Any, prompts: list[list[int]]) -> None:
+    """Two SGD steps so the saved weights differ from a fresh policy's."""
+    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.5)
+    for _ in range(2):
+        optimizer.zero_grad()
+        (-policy.token_logprobs(prompts[:2], RESPONSES).logprobs.sum()).backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize("lora_rank", [4, 0])
+def test_save_then_load_adapter_reproduces_logprobs(
+    make_policy: Any, prompts: list[list[int]], tmp_path: Path, lora_rank: int
+) -> None:
+    trained = make_policy(lora_rank=lora_rank)
+    train_a_little(trained, prompts)
+    with torch.no_grad():
+        expected = trained.token_logprobs(prompts[:2], RESPONSES).logprobs
+    trained.save(tmp_path)
+
+    fresh = make_policy(lora_rank=lora_rank)
+    with torch.no_grad():
+        assert not torch.allclose(fresh.token_logprobs(prompts[:2], RESPONSES).logprobs, expected)
+        fresh.load_adapter(tmp_path)
+        torch.testing.assert_close(fresh.token_logprobs(prompts[:2], RESPONSES).logprobs, expected)
+
+    saved = json.loads((tmp_path / "policy_config.json").read_text())
+    assert PolicyConfig(**saved) == trained.config
+    assert (tmp_path / "tokenizer_config.json").is_file()
+    weights = "adapter_model.safetensors" if lora_rank else "model.safetensors"
+    assert (tmp_path / weights).is_file()
+
+
+def test_load_adapter_names_the_mismatch(make_policy: Any, tmp_path: Path) -> None:
+    make_policy(lora_rank=4).save(tmp_path / "r4")
+    with pytest.raises(ValueError, match="lora_rank=8"):
+        make_policy(lora_rank=8).load_adapter(tmp_path / "r4")
+    with pytest.raises(FileNotFoundError, match="lora_rank > 0"):
+        make_policy(lora_rank=4).load_adapter(tmp_path / "nothing-here")
