@@ -58,7 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2
-        train(config, progress=not args.quiet)
+        from cuda_agent.kernel_sandbox import TaskError
+        from cuda_agent.policy import ModelNotAvailableError
+
+        try:
+            train(config, progress=not args.quiet)
+        except (ModelNotAvailableError, TaskError) as exc:
+            # A user's mistake (a model or task that is not there): say what to do, no traceback.
+            print(f"cuda-agent: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 

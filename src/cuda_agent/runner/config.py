@@ -26,12 +26,12 @@ class TrainConfig:
     # warm start (supervised)
     warmstart_steps: int = 8
     warmstart_lr: float = 1e-3
-    warmstart_batch: int = 8
+    warmstart_batch: int = 4
     # RL
-    steps: int = 3
-    tasks_per_step: int = 4
+    steps: int = 2
+    tasks_per_step: int = 3
     group_size: int = 4
-    max_new_tokens: int = 256
+    max_new_tokens: int = 512
     temperature: float = 1.0
     lr: float = 2e-4
     micro_batch: int = 4

@@ -131,7 +131,7 @@ def warm_start(
             out = policy.token_logprobs([p for p, _ in micro], [r for _, r in micro])
             nll = -(out.logprobs * out.mask).sum() / total_tokens
             nll.backward()
-            loss_sum += float(nll)
+            loss_sum += nll.item()
         torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -199,7 +199,7 @@ def rl_step(
         )
         loss = (loss_bt * mask).sum() / total_tokens  # token-mean over the whole batch
         loss.backward()
-        loss_sum += float(loss)
+        loss_sum += loss.item()
         with torch.no_grad():
             n_tok = float(mask.sum())
             clip_sum += (
@@ -259,10 +259,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     torch.manual_seed(config.seed)
 
     tasks = load_task_suite(config)
-    sandbox = Sandbox(SandboxConfig(backend=config.backend))  # type: ignore[arg-type]
-    backend = sandbox.backend
-    log(f"run directory: {run_dir}  backend: {backend}  tasks: {len(tasks)}")
-    log(f"loading policy {config.model} ...")
+    log(f"run directory: {run_dir}  tasks: {len(tasks)}  loading policy {config.model} ...")
     policy = Policy.load(
         PolicyConfig(
             model=config.model,
@@ -272,6 +269,9 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
             seed=config.seed,
         )
     )
+    sandbox = Sandbox(SandboxConfig(backend=config.backend))  # type: ignore[arg-type]
+    backend = sandbox.backend
+    log(f"sandbox backend: {backend} ({sandbox.config.workers} workers); policy on {policy.device}")
     if state.checkpoint:
         log(f"resuming from {state.checkpoint} (RL steps done: {state.rl_steps_done})")
         policy.load_adapter(run_dir / state.checkpoint / "adapter")

@@ -1,0 +1,63 @@
+"""The CUDA backend on a real GPU: honest solutions pass, cheats and crashes get verdicts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks, evaluate_solutions
+
+pytestmark = pytest.mark.gpu
+
+OUT_OF_BOUNDS = r'''
+import torch
+from torch import nn
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+bad = cuda_kernel(r"""
+extern "C" __global__ void bad(float* out, const float* x, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    out[i + (1ll << 40)] = x[i];
+}
+""", "bad")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        bad(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    pytest.importorskip("cupy")
+    with Sandbox(SandboxConfig(backend="cuda", workers=1, time_compile=True)) as sb:
+        yield sb
+
+
+def test_every_builtin_cuda_solution_is_correct_and_timed(sandbox):
+    tasks = builtin_tasks()
+    for task, result in zip(tasks, evaluate_solutions(sandbox, tasks), strict=True):
+        assert result.status == "ok", f"{task.name}: {result.message}"
+        assert result.max_abs_error is not None and result.max_abs_error < 1e-3, task.name
+        assert result.candidate_time_ms > 0 and result.eager_time_ms > 0
+        assert result.compile_time_ms is not None and result.compile_time_ms > 0
+
+
+def test_illegal_memory_access_is_survived(sandbox):
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    result = sandbox.evaluate(relu, OUT_OF_BOUNDS)
+    assert result.status == "runtime_error"
+    assert sandbox.evaluate(relu, relu.solutions["cuda"]).status == "ok"
+
+
+def test_pytorch_only_candidate_is_rejected_on_cuda(sandbox):
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    cheat = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    result = sandbox.evaluate(relu, cheat)
+    assert result.status == "rejected" and "no_custom_kernel" in result.flags
