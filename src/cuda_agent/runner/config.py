@@ -24,8 +24,8 @@ class TrainConfig:
     tasks: str = ""  # empty = the built-in task suite; else a directory or a task file
     seed: int = 0
     # warm start (supervised)
-    warmstart_steps: int = 8
-    warmstart_lr: float = 1e-3
+    warmstart_steps: int = 16
+    warmstart_lr: float = 3e-3
     warmstart_batch: int = 4
     # RL
     steps: int = 2

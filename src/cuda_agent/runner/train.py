@@ -271,7 +271,11 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     )
     sandbox = Sandbox(SandboxConfig(backend=config.backend))  # type: ignore[arg-type]
     backend = sandbox.backend
-    log(f"sandbox backend: {backend} ({sandbox.config.workers} workers); policy on {policy.device}")
+    dtype = getattr(policy.model, "dtype", "?")  # the base weights; LoRA may keep fp32
+    log(
+        f"sandbox backend: {backend} ({sandbox.config.workers} workers); "
+        f"policy on {policy.device} ({dtype})"
+    )
     if state.checkpoint:
         log(f"resuming from {state.checkpoint} (RL steps done: {state.rl_steps_done})")
         policy.load_adapter(run_dir / state.checkpoint / "adapter")

@@ -154,47 +154,32 @@ def _clone(inputs: list[Any]) -> list[Any]:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _compare(got: list[torch.Tensor], want: list[torch.Tensor], atol: float, rtol: float):
+def _mismatch(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Why two outputs cannot be compared value by value ("" when they can)."""
+    if got.shape != want.shape:
+        return f"has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"has dtype {got.dtype}, expected {want.dtype}"
+    if got.device != want.device:
+        return f"is on {got.device}, expected {want.device}"
+    if bool((~torch.isfinite(got) & torch.isfinite(want)).any()):
+        return "has NaN or Inf where the reference is finite"
+    return ""
+
+
+def _compare(
+    got: list[torch.Tensor], want: list[torch.Tensor], atol: float, rtol: float
+) -> tuple[bool, float, float, str]:
     """(passed, max_abs, max_rel, message) for one trial."""
+    inf = float("inf")
     if len(got) != len(want):
-        return (
-            False,
-            float("inf"),
-            float("inf"),
-            f"returned {len(got)} outputs, expected {len(want)}",
-        )
+        return False, inf, inf, f"returned {len(got)} outputs, expected {len(want)}"
     worst_abs = worst_rel = 0.0
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        if g.shape != w.shape:
-            return (
-                False,
-                float("inf"),
-                float("inf"),
-                f"output {i} has shape {tuple(g.shape)}, expected {tuple(w.shape)}",
-            )
-        if g.dtype != w.dtype:
-            return (
-                False,
-                float("inf"),
-                float("inf"),
-                f"output {i} has dtype {g.dtype}, expected {w.dtype}",
-            )
-        if g.device != w.device:
-            return (
-                False,
-                float("inf"),
-                float("inf"),
-                f"output {i} is on {g.device}, expected {w.device}",
-            )
+        problem = _mismatch(g.detach(), w.detach())
+        if problem:
+            return False, inf, inf, f"output {i} {problem}"
         g64, w64 = g.detach().double(), w.detach().double()
-        bad_values = ~torch.isfinite(g64) & torch.isfinite(w64)
-        if bad_values.any():
-            return (
-                False,
-                float("inf"),
-                float("inf"),
-                f"output {i} has NaN or Inf where the reference is finite",
-            )
         diff = (g64 - w64).abs().nan_to_num(0.0)
         if diff.numel():
             worst_abs = max(worst_abs, float(diff.max()))

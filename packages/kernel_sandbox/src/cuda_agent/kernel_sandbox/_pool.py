@@ -117,6 +117,8 @@ class Worker:
                 if not isinstance(result, dict):
                     self.kill()
                     raise WorkerDied("worker sent a malformed result")
+                if message.get("retire"):
+                    self.kill()  # its CUDA context is broken; the next job gets a fresh worker
                 return result
 
     def _read(self, deadline: float, phase: str) -> dict[str, Any]:

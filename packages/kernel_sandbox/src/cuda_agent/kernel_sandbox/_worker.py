@@ -38,9 +38,25 @@ def _redirect_output(path: Path) -> None:
     os.close(fd)
 
 
-def _poisons_context(message: str) -> bool:
-    """A CUDA error leaves the context unusable: this worker must not take another job."""
-    return "CUDA error" in message or "illegal memory access" in message or "cudaError" in message
+def _context_is_poisoned(result: dict[str, Any]) -> bool:
+    """After a CUDA error the context is unusable: this worker must not take another job."""
+    if result.get("status") == "ok":
+        return False
+    message = str(result.get("message", ""))
+    if any(
+        s in message for s in ("CUDA error", "CUDA_ERROR", "illegal memory access", "cudaError")
+    ):
+        return True
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return False
+    try:  # a sticky error surfaces on the next synchronisation
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception:
+        return True
+    return False
 
 
 def main() -> None:
@@ -68,10 +84,11 @@ def main() -> None:
                 )
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}
-            _send(channel, {"type": "result", "result": result})
+            retire = _context_is_poisoned(result)
+            _send(channel, {"type": "result", "result": result, "retire": retire})
             os.chdir(home)
             shutil.rmtree(workdir, ignore_errors=True)
-            if _poisons_context(str(result.get("message", ""))):
+            if retire:
                 break
     finally:
         shutil.rmtree(home, ignore_errors=True)

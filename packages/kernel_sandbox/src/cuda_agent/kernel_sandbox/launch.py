@@ -214,12 +214,35 @@ def _import_cupy() -> Any:
     return cupy
 
 
+class _StreamHandle:
+    """A raw stream pointer dressed in the CUDA stream protocol (``__cuda_stream__``)."""
+
+    def __init__(self, pointer: int) -> None:
+        self._pointer = pointer
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self._pointer)
+
+
+_STREAMS: dict[tuple[int, int], Any] = {}
+
+
 def _external_stream(cupy: Any, pointer: int) -> Any:
-    """CuPy's view of torch's stream (``Stream.from_external`` in CuPy 14, else ExternalStream)."""
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:
-        return from_external(pointer)
-    return cupy.cuda.ExternalStream(pointer)
+    """CuPy's view of torch's stream, cached per (device, pointer).
+
+    CuPy 14 wants ``Stream.from_external`` (an object with ``__cuda_stream__``); older CuPy
+    has ``ExternalStream(pointer)``.
+    """
+    key = (cupy.cuda.runtime.getDevice(), pointer)
+    stream = _STREAMS.get(key)
+    if stream is None:
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is not None:
+            stream = from_external(_StreamHandle(pointer))
+        else:
+            stream = cupy.cuda.ExternalStream(pointer)
+        _STREAMS[key] = stream
+    return stream
 
 
 def _numpy_type(kind: str) -> Any:

@@ -1,0 +1,57 @@
+"""Candidate extraction, prompts and feedback."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cuda_agent.agent import build_messages, extract_candidate, feedback, system_prompt
+from cuda_agent.kernel_sandbox import EvalResult, builtin_tasks
+
+CODE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+
+
+def test_extracts_the_last_block_that_defines_model_new():
+    text = (
+        "First a helper:\n```python\nx = 1\n```\n"
+        f"Draft:\n```python\n{CODE.replace('pass', 'x = 0')}```\n"
+        f"Final:\n```python\n{CODE}```\nDone."
+    )
+    assert extract_candidate(text) == CODE
+
+
+def test_accepts_plain_and_py_fences_and_an_unterminated_last_block():
+    assert extract_candidate(f"```\n{CODE}```") == CODE
+    assert extract_candidate(f"```py\n{CODE}```") == CODE
+    assert extract_candidate(f"sure!\n```python\n{CODE}") == CODE
+
+
+def test_no_candidate_when_model_new_is_missing():
+    assert extract_candidate("no code here") is None
+    assert extract_candidate("```python\nclass Model(nn.Module): pass\n```") is None
+    assert extract_candidate("class ModelNew: pass  # not in a block") is None
+
+
+@given(prose=st.text(alphabet=st.characters(blacklist_characters="`"), max_size=200))
+def test_surrounding_prose_never_changes_the_extracted_code(prose):
+    assert extract_candidate(f"{prose}\n```python\n{CODE}```\n{prose}") == CODE
+
+
+def test_prompts_carry_the_task_and_a_worked_example_per_backend():
+    task = builtin_tasks()[0]
+    for backend, launcher in (("cpu", "cpu_kernel"), ("cuda", "cuda_kernel")):
+        system, user = build_messages(task, backend)
+        assert system["role"] == "system" and launcher in system["content"]
+        assert "class ModelNew" in system["content"]
+        assert task.source.strip() in user["content"]
+    assert "cuda_kernel" not in system_prompt("cpu")
+
+
+def test_feedback_lines():
+    assert feedback(None).startswith("FAIL: no ```python block")
+    failed = EvalResult(status="compile_error", message="kernel.c:3:1: error: x")
+    assert feedback(failed) == "FAIL (compile_error): kernel.c:3:1: error: x"
+    ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=2.0, compile_time_ms=1.5)
+    assert feedback(ok) == "PASS: candidate 1 ms, eager 2 ms (2.00x), compile 1.5 ms (1.50x)"
+    flagged = EvalResult(status="ok", flags=("no_custom_kernel",), candidate_time_ms=1.0)
+    assert feedback(flagged).startswith("FAIL (ok)") and "no_custom_kernel" in feedback(flagged)
