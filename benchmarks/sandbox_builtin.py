@@ -86,7 +86,9 @@ def main() -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}: all ok = {report['all_ok']}, median warm eval {report['median_warm_eval_s']}")
+    print(
+        f"wrote {args.out}: all ok = {report['all_ok']}, median warm eval {report['median_warm_eval_s']}"
+    )
 
 
 if __name__ == "__main__":

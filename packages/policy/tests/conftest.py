@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 # Let the tests run from a plain checkout (the package need not be pip-installed).
 _SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -16,6 +15,7 @@ if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
 from cuda_agent.policy import Policy, PolicyConfig, testing  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer() -> Any:

@@ -24,7 +24,7 @@ class TrainConfig:
     tasks: str = ""  # empty = the built-in task suite; else a directory or a task file
     seed: int = 0
     # warm start (supervised)
-    warmstart_steps: int = 16
+    warmstart_steps: int = 24
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 4
     # RL
@@ -33,7 +33,7 @@ class TrainConfig:
     group_size: int = 4
     max_new_tokens: int = 512
     temperature: float = 1.0
-    lr: float = 2e-4
+    lr: float = 2e-5
     micro_batch: int = 4
     eps_low: float = 0.2
     eps_high: float = 0.28
