@@ -63,3 +63,13 @@ def test_builtin_suite_has_solutions_for_both_backends():
     for task in tasks:
         assert set(task.solutions) == {"cpu", "cuda"}, task.name
         assert task.digest and task.sizes, task.name
+
+
+def test_starter_suite_is_a_named_subset():
+    from cuda_agent.kernel_sandbox import STARTER_SUITE
+
+    starter = builtin_tasks("starter")
+    assert [t.name for t in starter] == sorted(STARTER_SUITE)
+    assert {t.name for t in starter} <= {t.name for t in builtin_tasks()}
+    with pytest.raises(ValueError, match="unknown built-in suite"):
+        builtin_tasks("everything")

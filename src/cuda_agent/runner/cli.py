@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
         kind = type(field.default)
         help_text = {
             "out": "run directory (default runs/<timestamp>)",
-            "tasks": "task directory or file (default: the built-in suite)",
+            "tasks": "task directory or file; 'builtin' = every built-in task "
+            "(default: the built-in starter suite)",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
         }.get(field.name)
         train.add_argument(flag, type=kind, default=field.default, help=help_text)

@@ -58,7 +58,13 @@ def _response_ids(policy: Policy, text: str) -> list[int]:
 
 
 def load_task_suite(config: TrainConfig) -> list[Task]:
-    return load_tasks(config.tasks) if config.tasks else builtin_tasks()
+    """``--tasks``: empty = the built-in starter suite, ``builtin`` = every built-in task,
+    otherwise a task file or directory."""
+    if not config.tasks:
+        return builtin_tasks("starter")
+    if config.tasks == "builtin":
+        return builtin_tasks()
+    return load_tasks(config.tasks)
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -4,9 +4,10 @@ from .config import Deadlines, SandboxConfig
 from .errors import CandidateError, CompileError, TaskError
 from .result import STATUSES, EvalResult, Status, TrialOutcome
 from .sandbox import Sandbox, evaluate_solutions
-from .tasks import Task, builtin_tasks, load_task, load_tasks, task_from_source
+from .tasks import STARTER_SUITE, Task, builtin_tasks, load_task, load_tasks, task_from_source
 
 __all__ = [
+    "STARTER_SUITE",
     "STATUSES",
     "CandidateError",
     "CompileError",

@@ -45,6 +45,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
         enter_phase("load")
         task = _load_module(job["task"], workdir / "reference.py", "cuda_agent_task")
         _check_task(task)
+        _override_sizes(task, job.get("sizes") or {})
         t0 = time.perf_counter()
         candidate = _load_candidate(job["candidate"], workdir / "model_new.py")
         result["build_seconds"] = time.perf_counter() - t0
@@ -67,8 +68,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
                 flags=["no_custom_kernel"],
             )
 
-        enter_phase("timing")
-        result.update(_time(task, reference, model_new, inputs, device, cfg))
+        if cfg.get("measure_time", True):
+            enter_phase("timing")
+            result.update(_time(task, reference, model_new, inputs, device, cfg))
         result["status"] = "ok"
         result["message"] = "correct"
     except _Verdict as verdict:
@@ -111,12 +113,25 @@ def _load_candidate(source: str, path: Path) -> types.ModuleType:
     return module
 
 
+def _reference_failed(what: str, exc: BaseException) -> _Verdict:
+    """The reference itself failed (e.g. on sizes drawn by a property check): no verdict on
+    the candidate is possible, and the result says so."""
+    return _Verdict(
+        "runtime_error",
+        f"the reference {what} failed: {type(exc).__name__}: {exc}",
+        extra={"reference_failed": True},
+    )
+
+
 def _build_models(
     task: types.ModuleType, candidate: types.ModuleType, device: torch.device, seed: int
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
-    init_inputs = task.get_init_inputs()
-    torch.manual_seed(seed)
-    reference = task.Model(*init_inputs).to(device).eval()
+    try:
+        init_inputs = task.get_init_inputs()
+        torch.manual_seed(seed)
+        reference = task.Model(*init_inputs).to(device).eval()
+    except Exception as exc:
+        raise _reference_failed("model construction", exc) from None
     torch.manual_seed(seed)
     try:
         model_new = candidate.ModelNew(*init_inputs)
@@ -145,9 +160,40 @@ def _as_tensors(output: Any) -> list[torch.Tensor]:
     )
 
 
-def _inputs(task: types.ModuleType, device: torch.device, seed: int) -> list[Any]:
+def _override_sizes(task: types.ModuleType, sizes: dict[str, int]) -> None:
+    """Set module-level problem sizes before anything reads them (property-based checks)."""
+    for name, value in sizes.items():
+        current = getattr(task, name, None)
+        if type(current) is not int:
+            raise _Verdict("runtime_error", f"the task has no integer size named {name!r}")
+        setattr(task, name, int(value))
+
+
+def _inputs(
+    task: types.ModuleType, device: torch.device, seed: int, distribution: str = "normal"
+) -> list[Any]:
     torch.manual_seed(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    return [_redistribute(x, distribution) for x in inputs]
+
+
+def _redistribute(x: Any, distribution: str) -> Any:
+    """Floating inputs drawn from another value distribution (same shape, dtype, device).
+
+    ``normal`` leaves get_inputs' values; ``heavy_tailed`` draws Student-t with 2 degrees of
+    freedom (rare huge values); ``large`` scales by 1000; ``tiny`` by 1e-3.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or distribution == "normal":
+        return x
+    if distribution == "large":
+        return x * 1e3
+    if distribution == "tiny":
+        return x * 1e-3
+    if distribution == "heavy_tailed":
+        # The global RNG was seeded from the trial seed in _inputs: reproducible.
+        t = torch.distributions.StudentT(2.0).sample(x.shape)
+        return t.to(dtype=x.dtype, device=x.device)
+    raise _Verdict("runtime_error", f"unknown input distribution {distribution!r}")
 
 
 def _clone(inputs: list[Any]) -> list[Any]:
@@ -204,7 +250,12 @@ def _check_correctness(
     inputs: list[Any] = []
     for t in range(cfg["trials"]):
         seed = cfg["seed"] + 1000 + t
-        inputs = _inputs(task, device, seed)
+        try:
+            inputs = _inputs(task, device, seed, cfg.get("distribution", "normal"))
+        except _Verdict:
+            raise
+        except Exception as exc:
+            raise _reference_failed("get_inputs()", exc) from None
         pristine = _clone(inputs)
         try:
             with torch.no_grad():
@@ -218,8 +269,13 @@ def _check_correctness(
         for a, b in zip(inputs, pristine, strict=True):
             if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                 raise _Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
-        with torch.no_grad():
-            want = _as_tensors(reference(*pristine))
+        try:
+            with torch.no_grad():
+                want = _as_tensors(reference(*pristine))
+        except _Verdict:
+            raise
+        except Exception as exc:
+            raise _reference_failed("forward", exc) from None
         passed, max_abs, max_rel, message = _compare(got, want, cfg["atol"], cfg["rtol"])
         trials.append(TrialOutcome(seed, passed, max_abs, max_rel, message))
         if not passed:

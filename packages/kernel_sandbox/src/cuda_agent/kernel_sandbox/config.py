@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+# Value distributions for floating inputs (see _evaluate._redistribute and properties.py).
+INPUT_DISTRIBUTIONS = ("normal", "heavy_tailed", "large", "tiny")
+
 
 @dataclass(frozen=True)
 class Deadlines:

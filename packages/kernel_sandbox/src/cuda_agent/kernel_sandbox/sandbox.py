@@ -14,14 +14,14 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from types import TracebackType
 from typing import Any
 
 from ._pool import Worker, WorkerDied
-from .config import SandboxConfig
+from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
 from .tasks import Task
 
@@ -46,16 +46,36 @@ class Sandbox:
         return self.config.backend
 
     # ---------------------------------------------------------------------------- evaluate
-    def evaluate(self, task: Task, candidate: str) -> EvalResult:
-        """Build, verify and time ``candidate`` (a ``ModelNew`` module source) on ``task``."""
+    def evaluate(
+        self,
+        task: Task,
+        candidate: str,
+        *,
+        sizes: Mapping[str, int] | None = None,
+        distribution: str = "normal",
+        measure_time: bool = True,
+    ) -> EvalResult:
+        """Build, verify and time ``candidate`` (a ``ModelNew`` module source) on ``task``.
+
+        ``sizes`` overrides the task's module-level integer sizes, ``distribution`` redraws
+        floating inputs (``normal``, ``heavy_tailed``, ``large``, ``tiny``), and
+        ``measure_time=False`` skips timing (correctness only): the property checks use them.
+        """
         if self._closed:
             raise RuntimeError("this Sandbox is closed")
+        if distribution not in INPUT_DISTRIBUTIONS:
+            raise ValueError(
+                f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
+            )
         if not isinstance(candidate, str):
             raise TypeError(f"candidate must be module source text, not {type(candidate).__name__}")
         started = time.perf_counter()
         worker = self._idle.get()
         try:
-            raw = worker.run(self._job(task, candidate))
+            job = self._job(task, candidate)
+            job["sizes"] = dict(sizes or {})
+            job["config"].update(distribution=distribution, measure_time=measure_time)
+            raw = worker.run(job)
             result = _result_from_worker(raw, task, self.config.backend)
         except WorkerDied as death:
             status: Status = "timeout" if death.timed_out else "runtime_error"

@@ -115,11 +115,32 @@ def load_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
-def builtin_tasks() -> list[Task]:
-    """The built-in task suite, each with reference solutions for the CPU and CUDA backends."""
+# A small, CPU-quick subset: the embedded default training run uses it.
+STARTER_SUITE = (
+    "add_mul",
+    "gelu_tanh",
+    "layernorm",
+    "linear_relu",
+    "relu",
+    "row_sum",
+    "scale_shift_relu",
+    "silu",
+    "softmax",
+)
+
+
+def builtin_tasks(suite: str = "all") -> list[Task]:
+    """The built-in tasks, each with reference solutions for the CPU and CUDA backends.
+
+    ``suite="all"`` returns every task; ``suite="starter"`` the small ``STARTER_SUITE``.
+    """
+    if suite not in ("all", "starter"):
+        raise ValueError(f"unknown built-in suite {suite!r}; use 'all' or 'starter'")
     root = resources.files("cuda_agent.kernel_sandbox") / "builtin"
     tasks = []
     for child in sorted(root.iterdir(), key=lambda p: p.name):
+        if suite == "starter" and child.name not in STARTER_SUITE:
+            continue
         if child.is_dir() and (child / "task.py").is_file():
             tasks.append(load_task(Path(str(child))))
     return tasks

@@ -1,0 +1,26 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+hardswish = cuda_kernel(
+    r"""
+extern "C" __global__ void hardswish(float* out, const float* x, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        out[i] = v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f;
+    }
+}
+""",
+    "hardswish",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        hardswish(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
+        return out

@@ -1,0 +1,20 @@
+"""Log-softmax over the last dimension of a 2-D tensor: x - max - log(sum(exp(x - max)))."""
+
+import torch
+from torch import nn
+
+BATCH = 128
+DIM = 2048
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

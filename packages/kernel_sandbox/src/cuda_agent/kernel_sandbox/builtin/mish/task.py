@@ -1,0 +1,21 @@
+"""Mish over a 2-D tensor: x * tanh(softplus(x)) (F.mish)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 64
+DIM = 4096
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.mish(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,24 @@
+"""RMS normalization over the last dimension with a learned weight (nn.RMSNorm, eps=1e-6)."""
+
+import torch
+from torch import nn
+
+BATCH = 128
+DIM = 1024
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(dim, eps=1e-6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [DIM]

@@ -1,0 +1,20 @@
+"""Maximum over the last dimension of a 2-D tensor: [BATCH, DIM] -> [BATCH] (torch.amax)."""
+
+import torch
+from torch import nn
+
+BATCH = 128
+DIM = 4096
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.amax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []
