@@ -147,3 +147,37 @@ def test_result_round_trips_through_json(sandbox, relu):
     assert data["status"] == "ok" and data["correct"] is True
     again = EvalResult.from_dict(data)
     assert again == result
+
+
+def test_candidates_cannot_reach_the_network(relu):
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    probe = _module(
+        f"socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\nreturn torch.relu(x)",
+        prelude="import socket\n",
+    )
+    try:
+        with Sandbox(SandboxConfig(backend="cpu", workers=1, require_custom_kernel=False)) as sb:
+            result = sb.evaluate(relu, probe)
+            if not result.extra.get("network_isolated"):
+                pytest.skip("this host allows no private network namespace (needs root)")
+            assert result.status == "runtime_error"
+            assert "model_new.py" in result.message  # the connect call failed in the candidate
+    finally:
+        server.close()
+
+
+def test_host_memory_is_capped_and_the_worker_survives(relu):
+    hog = _module("big = torch.empty(6 << 30, dtype=torch.uint8)\nreturn torch.relu(x)")
+    config = SandboxConfig(
+        backend="cpu", workers=1, max_memory_bytes=4 << 30, require_custom_kernel=False
+    )
+    with Sandbox(config) as sb:
+        result = sb.evaluate(relu, hog)
+        assert result.status == "runtime_error"
+        assert "alloc" in result.message.lower() or "memory" in result.message.lower()
+        assert sb.evaluate(relu, relu.solutions["cpu"]).status == "ok"

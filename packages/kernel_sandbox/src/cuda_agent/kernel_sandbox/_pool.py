@@ -37,6 +37,7 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.jobs_done = 0
         self._buffer = b""
+        self.network_isolated = False
 
     # ------------------------------------------------------------------------- lifecycle
     def _env(self) -> dict[str, str]:
@@ -46,6 +47,8 @@ class Worker:
             CUDA_AGENT_THREADS=threads,
             OMP_NUM_THREADS=threads,
             CUDA_AGENT_MAX_OUTPUT=str(self.config.max_output_bytes),
+            CUDA_AGENT_MAX_MEMORY=str(self.config.max_memory_bytes or 0),
+            CUDA_AGENT_ISOLATE_NETWORK="1" if self.config.isolate_network else "0",
             PYTHONDONTWRITEBYTECODE="1",
             PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
         )
@@ -71,6 +74,7 @@ class Worker:
         if message.get("type") != "ready":
             self.kill()
             raise WorkerDied(f"worker sent {message!r} instead of ready")
+        self.network_isolated = bool(message.get("network_isolated"))
 
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""

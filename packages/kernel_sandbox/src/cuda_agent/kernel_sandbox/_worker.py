@@ -9,6 +9,7 @@ with its own deadline starts, and ``{"type": "result", "result": {...}}``.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -19,9 +20,26 @@ from pathlib import Path
 from typing import Any, TextIO
 
 
-def _limit_resources(max_output_bytes: int) -> None:
+def _limit_resources(max_output_bytes: int, max_memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (max_output_bytes, max_output_bytes))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))
+    if max_memory_bytes > 0:  # address space: a runaway host allocation fails, not the machine
+        resource.setrlimit(resource.RLIMIT_AS, (max_memory_bytes, max_memory_bytes))
+
+
+def _isolate_network() -> bool:
+    """Move this process into a fresh network namespace (no interfaces but a down loopback),
+    so candidate code cannot reach any network. Needs root or user namespaces; returns
+    whether it worked (the sandbox runs on either way, and reports it)."""
+    clone_newnet = 0x40000000
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.unshare(clone_newnet) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _send(channel: TextIO, message: dict[str, Any]) -> None:
@@ -64,14 +82,18 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="cuda-agent-worker-"))
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
-    _limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
+    isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and _isolate_network()
+    _limit_resources(
+        int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))),
+        int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")),
+    )
 
     import torch
 
     torch.set_num_threads(threads)
     from ._evaluate import run_job
 
-    _send(channel, {"type": "ready", "pid": os.getpid()})
+    _send(channel, {"type": "ready", "pid": os.getpid(), "network_isolated": isolated})
     try:
         for line in sys.stdin:
             job = json.loads(line)

@@ -42,6 +42,8 @@ class SandboxConfig:
     require_custom_kernel: bool = True  # reject candidates that never launch a kernel
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
+    max_memory_bytes: int | None = None  # address-space limit (None = 16 GiB on CPU, off on CUDA)
+    isolate_network: bool = True  # a private network namespace per worker, where allowed
     deadlines: Deadlines = field(default_factory=Deadlines)
 
     def __post_init__(self) -> None:
@@ -73,10 +75,15 @@ class SandboxConfig:
             workers = self.workers or max(1, (os.cpu_count() or 2) // 2)
         threads = self.threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
         time_compile = (backend == "cuda") if self.time_compile is None else self.time_compile
+        memory = self.max_memory_bytes
+        if memory is None:
+            # CUDA reserves huge virtual ranges, so an address-space cap only works on the CPU.
+            memory = 16 << 30 if backend == "cpu" else 0
         return replace(
             self,
             backend=backend,
             workers=workers,
             threads_per_worker=threads,
             time_compile=time_compile,
+            max_memory_bytes=memory,
         )

@@ -76,6 +76,7 @@ class Sandbox:
             job["sizes"] = dict(sizes or {})
             job["config"].update(distribution=distribution, measure_time=measure_time)
             raw = worker.run(job)
+            raw["extra"] = {**(raw.get("extra") or {}), "network_isolated": worker.network_isolated}
             result = _result_from_worker(raw, task, self.config.backend)
         except WorkerDied as death:
             status: Status = "timeout" if death.timed_out else "runtime_error"
