@@ -15,9 +15,12 @@ python -c "import torch, cupy; print('torch', torch.__version__, 'cuda', torch.v
 python -m pytest -m gpu -q -rA -p no:cacheprovider 2>&1 | tail -60 > "$OUT/gpu_tests.txt"
 echo "gpu tests: $(tail -1 "$OUT/gpu_tests.txt")"
 
-python benchmarks/sandbox_builtin.py --backend cuda --out "$OUT/sandbox_builtin_cuda.json" \
+python benchmarks/sandbox_builtin.py --backend cuda --rounds 2 --out "$OUT/sandbox_builtin_cuda.json" \
     > "$OUT/sandbox_builtin_cuda.log" 2>&1
 tail -1 "$OUT/sandbox_builtin_cuda.log"
+
+python benchmarks/gpu/launch_overhead.py "$OUT/launch_overhead.json" > "$OUT/launch_overhead.log" 2>&1
+tail -8 "$OUT/launch_overhead.log"
 
 python -c "from cuda_agent.policy.testing import save_tiny_model; save_tiny_model('/tmp/tiny-model')"
 python -m cuda_agent.runner train --model /tmp/tiny-model --out "$OUT/train_gpu" --steps 2 \

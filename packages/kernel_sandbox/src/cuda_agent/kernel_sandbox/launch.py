@@ -153,20 +153,56 @@ def cpu_kernel(
     return CpuKernel(source, name, lang, tuple(flags))
 
 
+def _dims(name: str, what: str, value: Sequence[int] | int) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
+        raise CandidateError(f"{name}: {what} must be 1 to 3 positive ints, got {value!r}")
+    return (*dims, 1, 1)[:3]  # type: ignore[return-value]
+
+
+def _current_stream(device: int) -> int:
+    """Raw handle of torch's current stream (the private accessor skips building a Stream)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+@functools.cache
+def _libcuda() -> Any:
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                                   ctypes.c_void_p, ctypes.c_void_p]  # fmt: skip
+    lib.cuLaunchKernel.restype = ctypes.c_int
+    lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    return lib
+
+
 class CudaKernel:
-    """A raw CUDA kernel compiled by NVRTC (see ``cuda_kernel``)."""
+    """A raw CUDA kernel compiled by NVRTC (see ``cuda_kernel``).
+
+    CuPy compiles and loads the module; launches go straight to the driver's ``cuLaunchKernel``
+    through ctypes with a preallocated argument block, since CuPy's own launch path costs tens
+    of microseconds, more than many kernels run. (Not thread-safe: one launcher, one thread.)
+    """
 
     def __init__(self, source: str, name: str, options: tuple[str, ...]) -> None:
         cupy = _import_cupy()
         self.name = name
         self.params = parse_signature(source, name)
-        self._np_types = {p.name: _numpy_type(p.kind) for p in self.params}
         try:
             self._kernel = cupy.RawKernel(source, name, options=options)
             self._kernel.compile()
         except cupy.cuda.compiler.CompileException as exc:
             raise CompileError("NVRTC compilation failed:\n" + str(exc), str(exc)) from exc
         self._cupy = cupy
+        self._device = torch.cuda.current_device()
+        self._function = self._kernel.kernel.ptr  # CUfunction of the module loaded for _device
+        self._slots = [_CTYPES[p.kind]() for p in self.params]
+        self._dtypes = [_TORCH_DTYPES.get(p.element) for p in self.params]
+        self._arg_block = (ctypes.c_void_p * max(1, len(self._slots)))(
+            *[ctypes.cast(ctypes.pointer(slot), ctypes.c_void_p) for slot in self._slots]
+        )
 
     def __call__(
         self,
@@ -175,23 +211,47 @@ class CudaKernel:
         args: Sequence[Any],
         shared_mem: int = 0,
     ) -> None:
-        _check_arity(self.name, self.params, args)
-        converted: list[Any] = []
-        device_index: int | None = None
-        for param, value in zip(self.params, args, strict=True):
+        if len(args) != len(self._slots):
+            _check_arity(self.name, self.params, args)
+        for param, slot, value, dtype in zip(
+            self.params, self._slots, args, self._dtypes, strict=True
+        ):
             if param.kind == "pointer":
-                tensor = _check_tensor(self.name, param, value, "cuda")
-                device_index = tensor.device.index if device_index is None else device_index
-                converted.append(self._np_types[param.name](tensor.data_ptr()))
+                # The fast checks first (this runs on every launch); the slow path explains.
+                if not (
+                    isinstance(value, torch.Tensor)
+                    and value.get_device() == self._device
+                    and (dtype is None or value.dtype is dtype)
+                    and value.is_contiguous()
+                ):
+                    _check_tensor(self.name, param, value, "cuda")
+                    if value.get_device() != self._device:
+                        raise CandidateError(
+                            f"{self.name}: tensor {param.name!r} is on {value.device}, but the "
+                            f"kernel was built for cuda:{self._device}"
+                        )
+                slot.value = value.data_ptr()
             else:
-                converted.append(self._np_types[param.name](value))
-        grid_t = (grid,) if isinstance(grid, int) else tuple(grid)
-        block_t = (block,) if isinstance(block, int) else tuple(block)
-        index = torch.cuda.current_device() if device_index is None else device_index
-        stream = torch.cuda.current_stream(index)
-        with self._cupy.cuda.Device(index), _external_stream(self._cupy, stream.cuda_stream):
-            _count_launch()
-            self._kernel(grid_t, block_t, tuple(converted), shared_mem=shared_mem)
+                try:
+                    slot.value = value
+                except TypeError:
+                    raise CandidateError(
+                        f"{self.name}: argument {param.name!r} is declared {param.c_type} but got "
+                        f"{type(value).__name__} {value!r}"
+                    ) from None
+        gx, gy, gz = _dims(self.name, "grid", grid)
+        bx, by, bz = _dims(self.name, "block", block)
+        stream = _current_stream(self._device)
+        _count_launch()
+        lib = _libcuda()
+        code = lib.cuLaunchKernel(
+            self._function, gx, gy, gz, bx, by, bz, shared_mem, stream, self._arg_block, None
+        )
+        if code != 0:
+            text = ctypes.c_char_p()
+            lib.cuGetErrorString(code, ctypes.byref(text))
+            reason = text.value.decode() if text.value else f"CUresult {code}"
+            raise CandidateError(f"{self.name}: kernel launch failed: CUDA error: {reason}")
 
 
 def cuda_kernel(source: str, name: str, *, options: Sequence[str] = ("-std=c++17",)) -> CudaKernel:
@@ -212,40 +272,3 @@ def _import_cupy() -> Any:
             "the CUDA fast path needs CuPy: pip install cupy-cuda12x (or cupy-cuda13x)"
         ) from exc
     return cupy
-
-
-class _StreamHandle:
-    """A raw stream pointer dressed in the CUDA stream protocol (``__cuda_stream__``)."""
-
-    def __init__(self, pointer: int) -> None:
-        self._pointer = pointer
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self._pointer)
-
-
-_STREAMS: dict[tuple[int, int], Any] = {}
-
-
-def _external_stream(cupy: Any, pointer: int) -> Any:
-    """CuPy's view of torch's stream, cached per (device, pointer).
-
-    CuPy 14 wants ``Stream.from_external`` (an object with ``__cuda_stream__``); older CuPy
-    has ``ExternalStream(pointer)``.
-    """
-    key = (cupy.cuda.runtime.getDevice(), pointer)
-    stream = _STREAMS.get(key)
-    if stream is None:
-        from_external = getattr(cupy.cuda.Stream, "from_external", None)
-        if from_external is not None:
-            stream = from_external(_StreamHandle(pointer))
-        else:
-            stream = cupy.cuda.ExternalStream(pointer)
-        _STREAMS[key] = stream
-    return stream
-
-
-def _numpy_type(kind: str) -> Any:
-    import numpy as np
-
-    return {"pointer": np.uint64, "bool": np.bool_}.get(kind) or getattr(np, kind)
