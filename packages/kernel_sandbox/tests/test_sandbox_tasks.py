@@ -73,3 +73,14 @@ def test_starter_suite_is_a_named_subset():
     assert {t.name for t in starter} <= {t.name for t in builtin_tasks()}
     with pytest.raises(ValueError, match="unknown built-in suite"):
         builtin_tasks("everything")
+
+
+def test_cpu_sizes_are_read_statically_and_validated():
+    source = KERNELBENCH_STYLE + "\nCPU_SIZES = {'batch_size': 2, 'dim1': 8}\n"
+    task = task_from_source(source, name="t")
+    assert task.cpu_sizes == {"batch_size": 2, "dim1": 8}
+    assert task.sizes_for("cpu") == {"batch_size": 2, "dim1": 8, "reduce_dim": 1}
+    assert task.sizes_for("cuda") == {"batch_size": 16, "dim1": 256, "reduce_dim": 1}
+    bad = task_from_source(KERNELBENCH_STYLE + "\nCPU_SIZES = {'nope': 2}\n", name="bad")
+    with pytest.raises(TaskError, match="CPU_SIZES must map"):
+        _ = bad.cpu_sizes

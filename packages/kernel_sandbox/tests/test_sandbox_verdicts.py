@@ -181,3 +181,13 @@ def test_host_memory_is_capped_and_the_worker_survives(relu):
         assert result.status == "runtime_error"
         assert "alloc" in result.message.lower() or "memory" in result.message.lower()
         assert sb.evaluate(relu, relu.solutions["cpu"]).status == "ok"
+
+
+def test_cpu_backend_uses_the_tasks_cpu_sizes(sandbox, relu):
+    big = relu.source.replace("BATCH = 64", "BATCH = 100000") + "\nCPU_SIZES = {'BATCH': 3}\n"
+    task = Task(name="relu_big", source=big)
+    # Returns the row count it saw: equal to the reference only if both ran with BATCH = 3.
+    probe = relu.solutions["cpu"].replace(
+        "return out", "assert x.shape[0] == 3\n        return out"
+    )
+    assert sandbox.evaluate(task, probe).status == "ok"

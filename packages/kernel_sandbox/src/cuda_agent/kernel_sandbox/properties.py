@@ -59,14 +59,15 @@ class PropertyReport:
 def case_strategy(
     task: Task,
     *,
+    backend: str = "cuda",
     names: Sequence[str] | None = None,
     max_scale: float = 1.0,
     distributions: Sequence[str] = DISTRIBUTIONS,
 ) -> st.SearchStrategy[Case]:
     """Cases for ``task``: each size in ``names`` (default: all module-level integers) drawn from
     1..max(1, visible * max_scale), biased toward tiny and odd values; shrinks toward 1 and the
-    ``normal`` distribution."""
-    visible = task.sizes
+    ``normal`` distribution. The visible sizes are those used on ``backend`` (CPU_SIZES on "cpu")."""
+    visible = task.sizes_for(backend)
     chosen = list(visible) if names is None else list(names)
     unknown = [n for n in chosen if n not in visible]
     if unknown:
@@ -111,7 +112,13 @@ def check_candidate(
 
     Deterministic for a given ``seed`` (no example database is read or written).
     """
-    strategy = case_strategy(task, names=names, max_scale=max_scale, distributions=distributions)
+    strategy = case_strategy(
+        task,
+        backend=sandbox.backend,
+        names=names,
+        max_scale=max_scale,
+        distributions=distributions,
+    )
     evaluated = 0
 
     @settings(

@@ -73,7 +73,9 @@ class Sandbox:
         worker = self._idle.get()
         try:
             job = self._job(task, candidate)
-            job["sizes"] = dict(sizes or {})
+            # CPU-sized variant first, then the caller's overrides (property checks).
+            base = task.cpu_sizes if self.config.backend == "cpu" else {}
+            job["sizes"] = {**base, **(sizes or {})}
             job["config"].update(distribution=distribution, measure_time=measure_time)
             raw = worker.run(job)
             raw["extra"] = {**(raw.get("extra") or {}), "network_isolated": worker.network_isolated}

@@ -48,6 +48,41 @@ class Task:
                 sizes[node.targets[0].id] = node.value.value
         return sizes
 
+    @property
+    def cpu_sizes(self) -> dict[str, int]:
+        """Sizes the CPU backend uses instead of the module's (``CPU_SIZES = {...}`` in the task).
+
+        KernelBench problems are sized for GPUs; a task may declare a CPU-sized variant so the
+        same file serves both backends. Empty when the task declares none.
+        """
+        for node in ast.parse(self.source).body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "CPU_SIZES"
+            ):
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError as exc:
+                    raise TaskError(
+                        f"task {self.name!r}: CPU_SIZES must be a literal dict"
+                    ) from exc
+                sizes = self.sizes
+                if not isinstance(value, dict) or any(
+                    k not in sizes or type(v) is not int or v < 1 for k, v in value.items()
+                ):
+                    raise TaskError(
+                        f"task {self.name!r}: CPU_SIZES must map module-level integer sizes "
+                        f"({sorted(sizes)}) to positive ints"
+                    )
+                return dict(value)
+        return {}
+
+    def sizes_for(self, backend: str) -> dict[str, int]:
+        """The problem sizes used on ``backend`` ("cpu" applies ``cpu_sizes``)."""
+        return {**self.sizes, **self.cpu_sizes} if backend == "cpu" else self.sizes
+
 
 def task_from_source(source: str, name: str = "task", **kwargs: object) -> Task:
     """Build a ``Task`` from module source, checking the KernelBench contract statically."""
