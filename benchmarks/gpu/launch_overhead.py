@@ -53,9 +53,7 @@ def main() -> None:
         "cuda_agent_launcher_us": per_launch_us(
             lambda: ours(grid=(1,), block=(256,), args=(out, x, n))
         ),
-        "cupy_rawkernel_us": per_launch_us(
-            lambda: raw((1,), (256,), (cout, cx, cupy.int64(n)))
-        ),
+        "cupy_rawkernel_us": per_launch_us(lambda: raw((1,), (256,), (cout, cx, cupy.int64(n)))),
     }
     assert torch.equal(out, -x)
     report = {

@@ -1,6 +1,7 @@
 """The built-in tasks and their reference solutions: well formed, and correct against the task.
 
-The CPU solutions run here; the CUDA solutions run only where a GPU (and CuPy) is present.
+The CPU solutions run here, at each task's CPU sizes (``CPU_SIZES``, as the CPU sandbox applies
+them); the CUDA solutions run only where a GPU (and CuPy) is present, at the module (GPU) sizes.
 """
 
 from __future__ import annotations
@@ -65,9 +66,18 @@ def _load(source: str, label: str) -> types.ModuleType:
     return module
 
 
+def _load_task(task: Task, backend: str) -> types.ModuleType:
+    """The task module with ``backend``'s problem sizes set, as the sandbox does (CPU_SIZES on
+    the CPU backend, the module's own sizes on CUDA) before get_init_inputs()/get_inputs()."""
+    module = _load(task.source, f"{task.name}_task")
+    for name, value in task.sizes_for(backend).items():
+        setattr(module, name, value)
+    return module
+
+
 def _models(task: Task, backend: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
     """The reference Model and the solution's ModelNew, sharing (perturbed) weights."""
-    ref_mod = _load(task.source, f"{task.name}_task")
+    ref_mod = _load_task(task, backend)
     new_mod = _load(task.solutions[backend], f"{task.name}_solution_{backend}")
     torch.manual_seed(seed)
     ref = ref_mod.Model(*ref_mod.get_init_inputs())
@@ -101,6 +111,26 @@ def test_task_is_well_formed(task: Task) -> None:
     tree = ast.parse(task.source)
     assert ast.get_docstring(tree), "task.py starts with a docstring describing the op"
     assert task.sizes, "problem sizes are module-level integers"
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_task_declares_cpu_sizes(task: Task) -> None:
+    # GPU-scale module sizes, and a CPU-sized variant of every one of them, never larger.
+    gpu, cpu = task.sizes, task.cpu_sizes
+    assert set(cpu) == set(gpu), f"CPU_SIZES must cover {sorted(gpu)}; it has {sorted(cpu)}"
+    bigger = {n: (cpu[n], gpu[n]) for n in gpu if cpu[n] > gpu[n]}
+    assert not bigger, f"CPU sizes exceed the GPU sizes: {bigger}"
+    assert task.sizes_for("cpu") == cpu and task.sizes_for("cuda") == gpu
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_gpu_sized_inputs_fit(task: Task) -> None:
+    # Shapes only (meta tensors, nothing allocated): every GPU-size input is at most 512 MB.
+    task_mod = _load_task(task, "cuda")
+    with torch.device("meta"):
+        inputs = task_mod.get_inputs()
+    for x in inputs:
+        assert x.numel() * x.element_size() <= 512 * 2**20, f"input {tuple(x.shape)} is too big"
 
 
 def _calls(source: str, func: str) -> list[ast.Call]:
@@ -150,19 +180,20 @@ def test_cpu_solution_matches_reference(task: Task) -> None:
 def test_cuda_solution_matches_reference(task: Task) -> None:
     pytest.importorskip("cupy")
     ref, new, task_mod = _models(task, "cuda")
+    # The float64 reference runs on the GPU too: at GPU sizes it would be slow on the CPU.
+    ref, new = ref.cuda(), new.cuda()
     ref64 = copy.deepcopy(ref).double()
-    new = new.cuda()
     for trial in range(3):
         torch.manual_seed(100 + trial)
-        inputs = task_mod.get_inputs()
+        inputs = [x.cuda() for x in task_mod.get_inputs()]
         with torch.no_grad():
             expected32 = ref(*inputs)
             expected = ref64(*[x.double() for x in inputs])
-        out, ops = _run_solution(new, [x.cuda() for x in inputs])
+        out, ops = _run_solution(new, inputs)
         torch.cuda.synchronize()
         assert ops <= _ALLOWED_OPS, f"the solution computes with torch ops: {ops - _ALLOWED_OPS}"
         assert out.is_cuda
         assert out.shape == expected32.shape and out.dtype == expected32.dtype
-        out64, expected = out.cpu().double(), expected.double()  # int outputs (argmax) too
+        out64, expected = out.double(), expected.double()  # int outputs (argmax) too
         err = (out64 - expected).abs().max().item()
         assert torch.allclose(out64, expected, atol=1e-4, rtol=1e-4), f"max abs error {err:.3g}"

@@ -184,7 +184,10 @@ def test_host_memory_is_capped_and_the_worker_survives(relu):
 
 
 def test_cpu_backend_uses_the_tasks_cpu_sizes(sandbox, relu):
-    big = relu.source.replace("BATCH = 64", "BATCH = 100000") + "\nCPU_SIZES = {'BATCH': 3}\n"
+    big = relu.source.replace("BATCH = 4096", "BATCH = 100000").replace(
+        'CPU_SIZES = {"BATCH": 64', 'CPU_SIZES = {"BATCH": 3'
+    )
+    assert "BATCH = 100000" in big and '"BATCH": 3' in big
     task = Task(name="relu_big", source=big)
     # Returns the row count it saw: equal to the reference only if both ran with BATCH = 3.
     probe = relu.solutions["cpu"].replace(

@@ -3,10 +3,11 @@
 import torch
 from torch import nn
 
-BATCH = 2
-HEADS = 4
-SEQ = 128
+BATCH = 4
+HEADS = 16
+SEQ = 512
 HEAD_DIM = 64
+CPU_SIZES = {"BATCH": 2, "HEADS": 4, "SEQ": 128, "HEAD_DIM": 64}
 
 
 class Model(nn.Module):

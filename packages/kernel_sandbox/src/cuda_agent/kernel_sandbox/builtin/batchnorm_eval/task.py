@@ -3,9 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 32
-CHANNELS = 64
-LENGTH = 256
+BATCH = 64
+CHANNELS = 128
+LENGTH = 2048
+CPU_SIZES = {"BATCH": 32, "CHANNELS": 64, "LENGTH": 256}
 
 
 class Model(nn.Module):

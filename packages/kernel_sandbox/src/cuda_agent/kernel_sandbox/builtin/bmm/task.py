@@ -3,10 +3,11 @@
 import torch
 from torch import nn
 
-BATCH = 16
-M = 128
-K = 64
-N = 128
+BATCH = 32
+M = 512
+K = 256
+N = 512
+CPU_SIZES = {"BATCH": 16, "M": 128, "K": 64, "N": 128}
 
 
 class Model(nn.Module):

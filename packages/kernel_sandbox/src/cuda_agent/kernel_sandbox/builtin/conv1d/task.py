@@ -3,11 +3,12 @@
 import torch
 from torch import nn
 
-BATCH = 16
-IN_CHANNELS = 16
-OUT_CHANNELS = 32
-LENGTH = 256
+BATCH = 32
+IN_CHANNELS = 64
+OUT_CHANNELS = 128
+LENGTH = 4096
 KERNEL_SIZE = 5
+CPU_SIZES = {"BATCH": 16, "IN_CHANNELS": 16, "OUT_CHANNELS": 32, "LENGTH": 256, "KERNEL_SIZE": 5}
 
 
 class Model(nn.Module):

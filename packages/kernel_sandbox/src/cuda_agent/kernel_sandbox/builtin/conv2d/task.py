@@ -3,11 +3,12 @@
 import torch
 from torch import nn
 
-BATCH = 8
-IN_CHANNELS = 8
-OUT_CHANNELS = 16
-HEIGHT = 32
-WIDTH = 32
+BATCH = 16
+IN_CHANNELS = 64
+OUT_CHANNELS = 128
+HEIGHT = 64
+WIDTH = 64
+CPU_SIZES = {"BATCH": 8, "IN_CHANNELS": 8, "OUT_CHANNELS": 16, "HEIGHT": 32, "WIDTH": 32}
 
 
 class Model(nn.Module):

@@ -3,10 +3,11 @@
 import torch
 from torch import nn
 
-BATCH = 8
-CHANNELS = 32
-HEIGHT = 32
-WIDTH = 32
+BATCH = 16
+CHANNELS = 64
+HEIGHT = 128
+WIDTH = 128
+CPU_SIZES = {"BATCH": 8, "CHANNELS": 32, "HEIGHT": 32, "WIDTH": 32}
 
 
 class Model(nn.Module):

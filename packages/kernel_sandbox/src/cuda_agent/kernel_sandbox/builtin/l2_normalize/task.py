@@ -4,8 +4,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 128
-DIM = 2048
+BATCH = 4096
+DIM = 8192
+CPU_SIZES = {"BATCH": 128, "DIM": 2048}
 
 
 class Model(nn.Module):

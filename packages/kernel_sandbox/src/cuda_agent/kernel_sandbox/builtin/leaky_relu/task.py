@@ -4,8 +4,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 64
+BATCH = 4096
 DIM = 4096
+CPU_SIZES = {"BATCH": 64, "DIM": 4096}
 
 
 class Model(nn.Module):

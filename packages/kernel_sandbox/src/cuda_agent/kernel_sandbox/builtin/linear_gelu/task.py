@@ -4,9 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 128
-IN_FEATURES = 256
-OUT_FEATURES = 512
+BATCH = 2048
+IN_FEATURES = 1024
+OUT_FEATURES = 4096
+CPU_SIZES = {"BATCH": 128, "IN_FEATURES": 256, "OUT_FEATURES": 512}
 
 
 class Model(nn.Module):

@@ -3,9 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 64
-IN_FEATURES = 256
-OUT_FEATURES = 256
+BATCH = 2048
+IN_FEATURES = 2048
+OUT_FEATURES = 2048
+CPU_SIZES = {"BATCH": 64, "IN_FEATURES": 256, "OUT_FEATURES": 256}
 
 
 class Model(nn.Module):

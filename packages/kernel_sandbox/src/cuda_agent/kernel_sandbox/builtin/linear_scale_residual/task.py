@@ -3,8 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 128
-FEATURES = 512
+BATCH = 2048
+FEATURES = 2048
+CPU_SIZES = {"BATCH": 128, "FEATURES": 512}
 
 
 class Model(nn.Module):

@@ -3,9 +3,10 @@
 import torch
 from torch import nn
 
-M = 256
-K = 256
-N = 256
+M = 2048
+K = 1024
+N = 2048
+CPU_SIZES = {"M": 256, "K": 256, "N": 256}
 
 
 class Model(nn.Module):

@@ -3,10 +3,11 @@
 import torch
 from torch import nn
 
-BATCH = 64
-IN_FEATURES = 256
-HIDDEN = 512
-OUT_FEATURES = 256
+BATCH = 2048
+IN_FEATURES = 1024
+HIDDEN = 4096
+OUT_FEATURES = 1024
+CPU_SIZES = {"BATCH": 64, "IN_FEATURES": 256, "HIDDEN": 512, "OUT_FEATURES": 256}
 
 
 class Model(nn.Module):

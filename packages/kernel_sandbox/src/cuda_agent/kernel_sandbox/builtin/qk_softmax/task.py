@@ -3,9 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 4
-SEQ = 256
+BATCH = 64
+SEQ = 512
 DIM = 64
+CPU_SIZES = {"BATCH": 4, "SEQ": 256, "DIM": 64}
 
 
 class Model(nn.Module):

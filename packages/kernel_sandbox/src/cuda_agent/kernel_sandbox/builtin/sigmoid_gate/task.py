@@ -3,8 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 64
+BATCH = 4096
 DIM = 4096
+CPU_SIZES = {"BATCH": 64, "DIM": 4096}
 
 
 class Model(nn.Module):

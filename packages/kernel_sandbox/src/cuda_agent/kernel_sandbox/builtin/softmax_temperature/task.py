@@ -3,8 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 128
-DIM = 2048
+BATCH = 4096
+DIM = 8192
+CPU_SIZES = {"BATCH": 128, "DIM": 2048}
 
 
 class Model(nn.Module):
