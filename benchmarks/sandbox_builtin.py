@@ -69,6 +69,9 @@ def main() -> None:
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+            # Partial results survive a run cut short by its time limit.
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out + ".partial").write_text(json.dumps(rows, indent=2) + "\n")
         backend = sandbox.backend
     warm = [s for r in rows for s in r["warm_eval_s"] if s is not None]
     report = {
@@ -86,6 +89,7 @@ def main() -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    Path(args.out + ".partial").unlink(missing_ok=True)
     print(
         f"wrote {args.out}: all ok = {report['all_ok']}, median warm eval {report['median_warm_eval_s']}"
     )
