@@ -45,7 +45,9 @@ def test_every_builtin_cuda_solution_is_correct_and_timed(sandbox):
     tasks = builtin_tasks()
     for task, result in zip(tasks, evaluate_solutions(sandbox, tasks), strict=True):
         assert result.status == "ok", f"{task.name}: {result.message}"
-        assert result.max_abs_error is not None and result.max_abs_error < 1e-3, task.name
+        # Well inside the 1e-2 tolerance; the eager reference itself runs cuDNN convolutions
+        # in TF32 by default, so about 1e-3 of the error can be the reference's own.
+        assert result.max_abs_error is not None and result.max_abs_error < 5e-3, task.name
         assert result.candidate_time_ms > 0 and result.eager_time_ms > 0
 
 
