@@ -194,3 +194,40 @@ def test_cpu_backend_uses_the_tasks_cpu_sizes(sandbox, relu):
         "return out", "assert x.shape[0] == 3\n        return out"
     )
     assert sandbox.evaluate(task, probe).status == "ok"
+
+
+LOAD_INLINE_RELU = r'''
+import torch
+from torch import nn
+from torch.utils.cpp_extension import load_inline
+
+source = """
+#include <torch/extension.h>
+torch::Tensor relu_cpu(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+"""
+ext = load_inline(name="relu_inline_test", cpp_sources=source, functions=["relu_cpu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_cpu(x.contiguous())
+'''
+
+
+@pytest.mark.slow
+def test_load_inline_candidates_count_as_custom_kernels(relu):
+    config = SandboxConfig(backend="cpu", workers=1, repeats=5, deadlines=Deadlines(load=400.0))
+    with Sandbox(config) as sb:
+        honest = sb.evaluate(relu, LOAD_INLINE_RELU)
+        assert honest.status == "ok", honest.message
+        decoy = LOAD_INLINE_RELU.replace(
+            "return ext.relu_cpu(x.contiguous())", "return torch.relu(x)"
+        )
+        result = sb.evaluate(relu, decoy)
+        assert result.status == "rejected" and "no_custom_kernel" in result.flags

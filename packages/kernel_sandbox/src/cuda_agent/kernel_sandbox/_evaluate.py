@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import launch
+from . import _extension_hooks, launch
 from ._timing import time_interleaved
 from .errors import CompileError
 from .result import TrialOutcome
@@ -46,6 +46,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
         task = _load_module(job["task"], workdir / "reference.py", "cuda_agent_task")
         _check_task(task)
         _override_sizes(task, job.get("sizes") or {})
+        _extension_hooks.install()  # load_inline extensions count as custom kernels
         t0 = time.perf_counter()
         candidate = _load_candidate(job["candidate"], workdir / "model_new.py")
         result["build_seconds"] = time.perf_counter() - t0

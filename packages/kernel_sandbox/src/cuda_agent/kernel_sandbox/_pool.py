@@ -51,6 +51,9 @@ class Worker:
             CUDA_AGENT_ISOLATE_NETWORK="1" if self.config.isolate_network else "0",
             PYTHONDONTWRITEBYTECODE="1",
             PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+            # Tools installed beside this interpreter (ninja for load_inline) even when the
+            # environment was never activated.
+            PATH=os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
         )
         if self.config.backend == "cuda":
             # One GPU per worker; it sees it as device 0.
