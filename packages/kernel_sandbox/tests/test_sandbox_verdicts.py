@@ -41,7 +41,8 @@ def test_honest_solution_is_ok_and_timed(sandbox, relu):
     result = sandbox.evaluate(relu, relu.solutions["cpu"])
     assert result.status == "ok", result.message
     assert result.correct and result.flags == ()
-    assert len(result.trials) == 5 and all(t.passed for t in result.trials)
+    # 5 trials, then one more on fresh inputs after timing
+    assert len(result.trials) == 6 and all(t.passed for t in result.trials)
     assert result.max_abs_error == 0.0
     assert result.candidate_time_ms > 0 and result.eager_time_ms > 0
     assert result.speedup_vs_eager == pytest.approx(result.eager_time_ms / result.candidate_time_ms)
@@ -231,3 +232,37 @@ def test_load_inline_candidates_count_as_custom_kernels(relu):
         )
         result = sb.evaluate(relu, decoy)
         assert result.status == "rejected" and "no_custom_kernel" in result.flags
+
+
+def test_a_candidate_that_changes_after_warm_up_is_caught(sandbox, relu):
+    # Honest for its first calls, then returns zeros: caught by the re-check after timing.
+    sneaky = (
+        relu.solutions["cpu"]
+        .replace(
+            "class ModelNew(nn.Module):",
+            "CALLS = [0]\n\n\nclass ModelNew(nn.Module):",
+        )
+        .replace(
+            "        x = x.contiguous()",
+            "        CALLS[0] += 1\n        if CALLS[0] > 8:\n            return torch.zeros_like(x)\n"
+            "        x = x.contiguous()",
+        )
+    )
+    result = sandbox.evaluate(relu, sneaky)
+    assert result.status == "rejected"
+    assert "changed_after_timing" in result.flags
+    assert len(result.trials) == 6 and not result.trials[-1].passed
+
+
+def test_per_dtype_tolerances_apply_to_that_dtype_only(relu):
+    off_by = relu.solutions["cpu"].replace("0.f ? x[i] : 0.f", "0.f ? x[i] + 0.05f : 0.05f")
+    strict = SandboxConfig(backend="cpu", workers=1, repeats=5)
+    loose = SandboxConfig(
+        backend="cpu", workers=1, repeats=5, dtype_tolerances={"float32": (0.1, 0.0)}
+    )
+    with Sandbox(strict) as sb:
+        assert sb.evaluate(relu, off_by).status == "incorrect"
+    with Sandbox(loose) as sb:
+        assert sb.evaluate(relu, off_by).status == "ok"
+    with pytest.raises(ValueError, match="dtype_tolerances"):
+        SandboxConfig(dtype_tolerances={"float32": (-1.0, 0.0)})

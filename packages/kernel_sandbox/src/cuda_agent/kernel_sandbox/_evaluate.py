@@ -72,6 +72,18 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
         if cfg.get("measure_time", True):
             enter_phase("timing")
             result.update(_time(task, reference, model_new, inputs, device, cfg))
+            # Re-check on fresh inputs: a candidate that behaves differently once it has been
+            # called many times (detects warm-up, caches results) is caught here.
+            enter_phase("correctness")
+            after, _ = _run_trial(task, reference, model_new, device, cfg, cfg["seed"] + 9000)
+            trials.append(after)
+            result["trials"] = [asdict(t) for t in trials]
+            if not after.passed:
+                raise _Verdict(
+                    "rejected",
+                    "correct before timing but not after it (on fresh inputs): " + after.message,
+                    flags=["changed_after_timing"],
+                )
         result["status"] = "ok"
         result["message"] = "correct"
     except _Verdict as verdict:
@@ -214,8 +226,15 @@ def _mismatch(got: torch.Tensor, want: torch.Tensor) -> str:
     return ""
 
 
+def _tolerance(cfg: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) for outputs of ``dtype``: a per-dtype override, else the defaults."""
+    name = str(dtype).removeprefix("torch.")
+    override = (cfg.get("dtype_tolerances") or {}).get(name)
+    return (float(override[0]), float(override[1])) if override else (cfg["atol"], cfg["rtol"])
+
+
 def _compare(
-    got: list[torch.Tensor], want: list[torch.Tensor], atol: float, rtol: float
+    got: list[torch.Tensor], want: list[torch.Tensor], cfg: dict[str, Any]
 ) -> tuple[bool, float, float, str]:
     """(passed, max_abs, max_rel, message) for one trial."""
     inf = float("inf")
@@ -226,6 +245,7 @@ def _compare(
         problem = _mismatch(g.detach(), w.detach())
         if problem:
             return False, inf, inf, f"output {i} {problem}"
+        atol, rtol = _tolerance(cfg, w.dtype)
         g64, w64 = g.detach().double(), w.detach().double()
         diff = (g64 - w64).abs().nan_to_num(0.0)
         if diff.numel():
@@ -244,42 +264,49 @@ def _compare(
     return True, worst_abs, worst_rel, ""
 
 
+def _run_trial(
+    task, reference, model_new, device, cfg, seed: int
+) -> tuple[TrialOutcome, list[Any]]:
+    """One correctness trial on fresh inputs drawn from ``seed``."""
+    try:
+        inputs = _inputs(task, device, seed, cfg.get("distribution", "normal"))
+    except _Verdict:
+        raise
+    except Exception as exc:
+        raise _reference_failed("get_inputs()", exc) from None
+    pristine = _clone(inputs)
+    try:
+        with torch.no_grad():
+            # The candidate runs first, so it cannot find the reference's result in memory.
+            got = _as_tensors(model_new(*inputs))
+            _sync(device)
+    except _Verdict:
+        raise
+    except Exception as exc:
+        raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
+    for a, b in zip(inputs, pristine, strict=True):
+        if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+            raise _Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
+    try:
+        with torch.no_grad():
+            want = _as_tensors(reference(*pristine))
+    except _Verdict:
+        raise
+    except Exception as exc:
+        raise _reference_failed("forward", exc) from None
+    passed, max_abs, max_rel, message = _compare(got, want, cfg)
+    return TrialOutcome(seed, passed, max_abs, max_rel, message), inputs
+
+
 def _check_correctness(
     task, reference, model_new, device, cfg
 ) -> tuple[list[TrialOutcome], list[Any]]:
     trials: list[TrialOutcome] = []
     inputs: list[Any] = []
     for t in range(cfg["trials"]):
-        seed = cfg["seed"] + 1000 + t
-        try:
-            inputs = _inputs(task, device, seed, cfg.get("distribution", "normal"))
-        except _Verdict:
-            raise
-        except Exception as exc:
-            raise _reference_failed("get_inputs()", exc) from None
-        pristine = _clone(inputs)
-        try:
-            with torch.no_grad():
-                # The candidate runs first, so it cannot find the reference's result in memory.
-                got = _as_tensors(model_new(*inputs))
-                _sync(device)
-        except _Verdict:
-            raise
-        except Exception as exc:
-            raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
-        for a, b in zip(inputs, pristine, strict=True):
-            if isinstance(a, torch.Tensor) and not torch.equal(a, b):
-                raise _Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
-        try:
-            with torch.no_grad():
-                want = _as_tensors(reference(*pristine))
-        except _Verdict:
-            raise
-        except Exception as exc:
-            raise _reference_failed("forward", exc) from None
-        passed, max_abs, max_rel, message = _compare(got, want, cfg["atol"], cfg["rtol"])
-        trials.append(TrialOutcome(seed, passed, max_abs, max_rel, message))
-        if not passed:
+        trial, inputs = _run_trial(task, reference, model_new, device, cfg, cfg["seed"] + 1000 + t)
+        trials.append(trial)
+        if not trial.passed:
             break
     return trials, inputs
 

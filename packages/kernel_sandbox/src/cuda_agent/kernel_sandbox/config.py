@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -34,6 +35,8 @@ class SandboxConfig:
     trials: int = 5
     atol: float = 1e-2
     rtol: float = 1e-2
+    # Per output dtype (name -> (atol, rtol)), e.g. {"bfloat16": (2e-2, 2e-2)}; others use the above.
+    dtype_tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     seed: int = 0
     warmup: int = 3
     repeats: int = 30
@@ -55,6 +58,9 @@ class SandboxConfig:
         for name in ("trials", "repeats", "max_jobs_per_worker"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        for dtype, pair in self.dtype_tolerances.items():
+            if len(pair) != 2 or min(pair) < 0:
+                raise ValueError(f"dtype_tolerances[{dtype!r}] must be (atol, rtol) with both >= 0")
         if self.warmup < 0 or self.atol < 0 or self.rtol < 0 or self.timing_budget_s <= 0:
             raise ValueError("warmup, atol and rtol must be >= 0 and timing_budget_s > 0")
 

@@ -111,6 +111,7 @@ class Sandbox:
                 "trials": cfg.trials,
                 "atol": cfg.atol,
                 "rtol": cfg.rtol,
+                "dtype_tolerances": {k: list(v) for k, v in cfg.dtype_tolerances.items()},
                 "seed": cfg.seed,
                 "warmup": cfg.warmup,
                 "repeats": cfg.repeats,
