@@ -266,3 +266,18 @@ def test_per_dtype_tolerances_apply_to_that_dtype_only(relu):
         assert sb.evaluate(relu, off_by).status == "ok"
     with pytest.raises(ValueError, match="dtype_tolerances"):
         SandboxConfig(dtype_tolerances={"float32": (-1.0, 0.0)})
+
+
+def test_speedup_ranges_widen_with_the_spreads():
+    r = EvalResult(
+        status="ok",
+        candidate_time_ms=1.0,
+        candidate_time_spread_ms=0.1,
+        eager_time_ms=2.0,
+        eager_time_spread_ms=0.2,
+    )
+    low, high = r.speedup_vs_eager_range
+    assert low == pytest.approx(1.8 / 1.1) and high == pytest.approx(2.2 / 0.9)
+    assert low < r.speedup_vs_eager < high
+    assert r.speedup_vs_compile_range is None
+    assert json.loads(r.to_json())["speedup_vs_eager_range"] == [low, high]

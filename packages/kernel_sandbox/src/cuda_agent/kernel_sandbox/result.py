@@ -71,11 +71,37 @@ class EvalResult:
         """``torch.compile`` time over candidate time (> 1 means the candidate is faster)."""
         return _ratio(self.compile_time_ms, self.candidate_time_ms)
 
+    @property
+    def speedup_vs_eager_range(self) -> tuple[float, float] | None:
+        """Speedup vs eager with both times moved by their spreads: (pessimistic, optimistic).
+
+        ``(t0 - s0) / (t + s)`` to ``(t0 + s0) / (t - s)``; a range containing 1 means the two
+        are not distinguishable at the measured noise.
+        """
+        return _ratio_range(
+            self.eager_time_ms,
+            self.eager_time_spread_ms,
+            self.candidate_time_ms,
+            self.candidate_time_spread_ms,
+        )
+
+    @property
+    def speedup_vs_compile_range(self) -> tuple[float, float] | None:
+        """Like ``speedup_vs_eager_range``, against ``torch.compile``."""
+        return _ratio_range(
+            self.compile_time_ms,
+            self.compile_time_spread_ms,
+            self.candidate_time_ms,
+            self.candidate_time_spread_ms,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON-ready), including the derived speedups."""
         data = asdict(self)
         data["speedup_vs_eager"] = self.speedup_vs_eager
         data["speedup_vs_compile"] = self.speedup_vs_compile
+        data["speedup_vs_eager_range"] = self.speedup_vs_eager_range
+        data["speedup_vs_compile_range"] = self.speedup_vs_compile_range
         data["correct"] = self.correct
         return data
 
@@ -98,3 +124,18 @@ def _ratio(baseline: float | None, candidate: float | None) -> float | None:
     if baseline is None or candidate is None or candidate <= 0 or not math.isfinite(candidate):
         return None
     return baseline / candidate
+
+
+def _ratio_range(
+    baseline: float | None,
+    baseline_spread: float | None,
+    candidate: float | None,
+    candidate_spread: float | None,
+) -> tuple[float, float] | None:
+    if _ratio(baseline, candidate) is None:
+        return None
+    assert baseline is not None and candidate is not None
+    sb, sc = baseline_spread or 0.0, candidate_spread or 0.0
+    low = max(baseline - sb, 0.0) / (candidate + sc)
+    high = (baseline + sb) / (candidate - sc) if candidate > sc else math.inf
+    return (low, high)
