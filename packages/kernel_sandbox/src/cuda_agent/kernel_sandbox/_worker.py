@@ -20,14 +20,27 @@ from pathlib import Path
 from typing import Any, TextIO
 
 
-def _limit_resources(max_output_bytes: int, max_memory_bytes: int) -> None:
+def _limit_resources(max_output_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (max_output_bytes, max_output_bytes))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))
-    if max_memory_bytes > 0:  # address space: a runaway host allocation fails, not the machine
-        resource.setrlimit(resource.RLIMIT_AS, (max_memory_bytes, max_memory_bytes))
+
+
+def _limit_memory(max_memory_bytes: int) -> None:
+    """Cap the address space at what is mapped now (torch and its libraries, which in CUDA
+    builds reserve many GB of virtual space) plus ``max_memory_bytes``: a runaway host
+    allocation by the candidate fails instead of taking the machine down."""
+    if max_memory_bytes <= 0:
+        return
+    mapped = 0
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                mapped = int(line.split()[1]) * 1024
+    limit = mapped + max_memory_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def _isolate_network() -> bool:
@@ -83,15 +96,14 @@ def main() -> None:
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
     isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and _isolate_network()
-    _limit_resources(
-        int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))),
-        int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")),
-    )
+    _limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
 
     import torch
 
     torch.set_num_threads(threads)
     from ._evaluate import run_job
+
+    _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
 
     _send(channel, {"type": "ready", "pid": os.getpid(), "network_isolated": isolated})
     try:
