@@ -84,3 +84,12 @@ def test_cpu_sizes_are_read_statically_and_validated():
     bad = task_from_source(KERNELBENCH_STYLE + "\nCPU_SIZES = {'nope': 2}\n", name="bad")
     with pytest.raises(TaskError, match="CPU_SIZES must map"):
         _ = bad.cpu_sizes
+
+
+def test_input_configs_are_read_statically_and_validated():
+    ok = task_from_source(KERNELBENCH_STYLE + "\nINPUT_CONFIGS = [{'dim1': 3}]\n", name="ok")
+    assert ok.input_configs == [{"dim1": 3}]
+    assert task_from_source(KERNELBENCH_STYLE, name="none").input_configs == []
+    bad = task_from_source(KERNELBENCH_STYLE + "\nINPUT_CONFIGS = [{'dim1': 0}]\n", name="bad")
+    with pytest.raises(TaskError, match="INPUT_CONFIGS must be a list"):
+        _ = bad.input_configs

@@ -281,3 +281,20 @@ def test_speedup_ranges_widen_with_the_spreads():
     assert low < r.speedup_vs_eager < high
     assert r.speedup_vs_compile_range is None
     assert json.loads(r.to_json())["speedup_vs_eager_range"] == [low, high]
+
+
+def test_declared_input_configurations_are_all_checked(sandbox, relu):
+    softmax = next(t for t in builtin_tasks() if t.name == "softmax")
+    declared = (
+        softmax.source + '\nINPUT_CONFIGS = [{"BATCH": 3, "DIM": 17}, {"BATCH": 1, "DIM": 1}]\n'
+    )
+    task = Task(name="softmax_configs", source=declared)
+    assert task.input_configs == [{"BATCH": 3, "DIM": 17}, {"BATCH": 1, "DIM": 1}]
+    honest = sandbox.evaluate(task, softmax.solutions["cpu"])
+    assert honest.status == "ok", honest.message
+    assert len(honest.trials) == 5 + 2 + 1  # main trials, one per configuration, the re-check
+    # Hard-codes the visible row length: right on the main sizes, wrong on the others.
+    fixed = softmax.solutions["cpu"].replace("x.shape[-1]", str(softmax.cpu_sizes["DIM"]))
+    result = sandbox.evaluate(task, fixed)
+    assert result.status in ("incorrect", "runtime_error")
+    assert "with sizes" in result.message or result.status == "runtime_error"

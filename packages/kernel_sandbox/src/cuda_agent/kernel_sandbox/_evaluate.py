@@ -69,6 +69,14 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
                 flags=["no_custom_kernel"],
             )
 
+        configs = job.get("input_configs") or []
+        trials += _check_configs(task, candidate, device, cfg, configs)
+        result["trials"] = [asdict(t) for t in trials]
+        result["max_abs_error"] = max(t.max_abs_error for t in trials)
+        result["max_rel_error"] = max(t.max_rel_error for t in trials)
+        if not trials[-1].passed:
+            raise _Verdict("incorrect", trials[-1].message)
+
         if cfg.get("measure_time", True):
             enter_phase("timing")
             result.update(_time(task, reference, model_new, inputs, device, cfg))
@@ -296,6 +304,29 @@ def _run_trial(
         raise _reference_failed("forward", exc) from None
     passed, max_abs, max_rel, message = _compare(got, want, cfg)
     return TrialOutcome(seed, passed, max_abs, max_rel, message), inputs
+
+
+def _check_configs(task, candidate, device, cfg, configs) -> list[TrialOutcome]:
+    """One trial on each declared extra size configuration, with models rebuilt for it; the
+    main sizes are restored afterwards (timing and the re-check use them)."""
+    trials: list[TrialOutcome] = []
+    for k, config in enumerate(configs):
+        saved = {name: getattr(task, name) for name in config}
+        _override_sizes(task, config)
+        try:
+            reference, model_new = _build_models(task, candidate, device, cfg["seed"])
+            trial, _ = _run_trial(task, reference, model_new, device, cfg, cfg["seed"] + 5000 + k)
+        finally:
+            _override_sizes(task, saved)
+        if not trial.passed:
+            trial = TrialOutcome(
+                trial.seed, False, trial.max_abs_error, trial.max_rel_error,
+                f"with sizes {config}: {trial.message}",
+            )  # fmt: skip
+            trials.append(trial)
+            break
+        trials.append(trial)
+    return trials
 
 
 def _check_correctness(

@@ -76,6 +76,8 @@ class Sandbox:
             # CPU-sized variant first, then the caller's overrides (property checks).
             base = task.cpu_sizes if self.config.backend == "cpu" else {}
             job["sizes"] = {**base, **(sizes or {})}
+            # Declared extra configurations, unless the caller chose the sizes (property checks).
+            job["input_configs"] = [] if sizes else task.input_configs
             job["config"].update(distribution=distribution, measure_time=measure_time)
             raw = worker.run(job)
             raw["extra"] = {**(raw.get("extra") or {}), "network_isolated": worker.network_isolated}

@@ -55,29 +55,51 @@ class Task:
         KernelBench problems are sized for GPUs; a task may declare a CPU-sized variant so the
         same file serves both backends. Empty when the task declares none.
         """
+        value = self._literal("CPU_SIZES")
+        if value is None:
+            return {}
+        sizes = self.sizes
+        if not isinstance(value, dict) or any(
+            k not in sizes or type(v) is not int or v < 1 for k, v in value.items()
+        ):
+            raise TaskError(
+                f"task {self.name!r}: CPU_SIZES must map module-level integer sizes "
+                f"({sorted(sizes)}) to positive ints"
+            )
+        return dict(value)
+
+    @property
+    def input_configs(self) -> list[dict[str, int]]:
+        """Extra size configurations every candidate must also be correct on
+        (``INPUT_CONFIGS = [{"BATCH": 1, "DIM": 17}, ...]`` in the task); empty when none."""
+        value = self._literal("INPUT_CONFIGS")
+        if value is None:
+            return []
+        sizes = self.sizes
+        if not isinstance(value, list) or not all(
+            isinstance(c, dict)
+            and all(k in sizes and type(v) is int and v >= 1 for k, v in c.items())
+            for c in value
+        ):
+            raise TaskError(
+                f"task {self.name!r}: INPUT_CONFIGS must be a list of dicts mapping module-level "
+                f"integer sizes ({sorted(sizes)}) to positive ints"
+            )
+        return [dict(c) for c in value]
+
+    def _literal(self, name: str) -> object | None:
         for node in ast.parse(self.source).body:
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "CPU_SIZES"
+                and node.targets[0].id == name
             ):
                 try:
-                    value = ast.literal_eval(node.value)
+                    return ast.literal_eval(node.value)
                 except ValueError as exc:
-                    raise TaskError(
-                        f"task {self.name!r}: CPU_SIZES must be a literal dict"
-                    ) from exc
-                sizes = self.sizes
-                if not isinstance(value, dict) or any(
-                    k not in sizes or type(v) is not int or v < 1 for k, v in value.items()
-                ):
-                    raise TaskError(
-                        f"task {self.name!r}: CPU_SIZES must map module-level integer sizes "
-                        f"({sorted(sizes)}) to positive ints"
-                    )
-                return dict(value)
-        return {}
+                    raise TaskError(f"task {self.name!r}: {name} must be a literal") from exc
+        return None
 
     def sizes_for(self, backend: str) -> dict[str, int]:
         """The problem sizes used on ``backend`` ("cpu" applies ``cpu_sizes``)."""
