@@ -12,7 +12,7 @@ import time
 import traceback
 import types
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +55,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
         enter_phase("correctness")
         launches_before = launch.launch_count()
         trials, inputs = _check_correctness(task, reference, model_new, device, cfg)
-        result["trials"] = [asdict(t) for t in trials]
-        result["max_abs_error"] = max(t.max_abs_error for t in trials)
-        result["max_rel_error"] = max(t.max_rel_error for t in trials)
-        failed = [t for t in trials if not t.passed]
-        if failed:
-            raise _Verdict("incorrect", failed[0].message)
+        _record_trials(result, trials)
         if cfg["require_custom_kernel"] and launch.launch_count() == launches_before:
             raise _Verdict(
                 "rejected",
@@ -71,11 +66,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
 
         configs = job.get("input_configs") or []
         trials += _check_configs(task, candidate, device, cfg, configs)
-        result["trials"] = [asdict(t) for t in trials]
-        result["max_abs_error"] = max(t.max_abs_error for t in trials)
-        result["max_rel_error"] = max(t.max_rel_error for t in trials)
-        if not trials[-1].passed:
-            raise _Verdict("incorrect", trials[-1].message)
+        _record_trials(result, trials)
 
         if cfg.get("measure_time", True):
             enter_phase("timing")
@@ -99,6 +90,16 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
         result["message"] = verdict.message
         result.update(verdict.extra)
     return result
+
+
+def _record_trials(result: dict[str, Any], trials: list[TrialOutcome]) -> None:
+    """Put the trials and the worst errors into ``result``; a failed trial (always the last:
+    checking stops at the first failure) ends the job as ``incorrect``."""
+    result["trials"] = [asdict(t) for t in trials]
+    result["max_abs_error"] = max(t.max_abs_error for t in trials)
+    result["max_rel_error"] = max(t.max_rel_error for t in trials)
+    if not trials[-1].passed:
+        raise _Verdict("incorrect", trials[-1].message)
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -319,11 +320,7 @@ def _check_configs(task, candidate, device, cfg, configs) -> list[TrialOutcome]:
         finally:
             _override_sizes(task, saved)
         if not trial.passed:
-            trial = TrialOutcome(
-                trial.seed, False, trial.max_abs_error, trial.max_rel_error,
-                f"with sizes {config}: {trial.message}",
-            )  # fmt: skip
-            trials.append(trial)
+            trials.append(replace(trial, message=f"with sizes {config}: {trial.message}"))
             break
         trials.append(trial)
     return trials
