@@ -7,6 +7,7 @@ caller's process only checks it statically and never executes it.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,20 +34,26 @@ class Task:
         """Content hash of the task source (keys baseline and result caches)."""
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]
 
+    @functools.cached_property
+    def _assignments(self) -> tuple[tuple[str, ast.expr], ...]:
+        """Top-level ``NAME = value`` statements, in order: parsed once per task, then shared
+        by ``sizes``, ``cpu_sizes`` and ``input_configs`` (read on every evaluation)."""
+        return tuple(
+            (node.targets[0].id, node.value)
+            for node in ast.parse(self.source).body
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        )
+
     @property
     def sizes(self) -> dict[str, int]:
         """Module-level integer constants (the problem sizes), read without running the code."""
-        sizes: dict[str, int] = {}
-        for node in ast.parse(self.source).body:
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant)
-                and type(node.value.value) is int
-            ):
-                sizes[node.targets[0].id] = node.value.value
-        return sizes
+        return {
+            name: value.value
+            for name, value in self._assignments
+            if isinstance(value, ast.Constant) and type(value.value) is int
+        }
 
     @property
     def cpu_sizes(self) -> dict[str, int]:
@@ -88,15 +95,11 @@ class Task:
         return [dict(c) for c in value]
 
     def _literal(self, name: str) -> object | None:
-        for node in ast.parse(self.source).body:
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == name
-            ):
+        """The literal value first assigned to ``name`` at module level, or ``None``."""
+        for target, value in self._assignments:
+            if target == name:
                 try:
-                    return ast.literal_eval(node.value)
+                    return ast.literal_eval(value)
                 except ValueError as exc:
                     raise TaskError(f"task {self.name!r}: {name} must be a literal") from exc
         return None
