@@ -70,15 +70,9 @@ class Sandbox:
         if not isinstance(candidate, str):
             raise TypeError(f"candidate must be module source text, not {type(candidate).__name__}")
         started = time.perf_counter()
+        job = self._job(task, candidate, sizes, distribution, measure_time)
         worker = self._idle.get()
         try:
-            job = self._job(task, candidate)
-            # CPU-sized variant first, then the caller's overrides (property checks).
-            base = task.cpu_sizes if self.config.backend == "cpu" else {}
-            job["sizes"] = {**base, **(sizes or {})}
-            # Declared extra configurations, unless the caller chose the sizes (property checks).
-            job["input_configs"] = [] if sizes else task.input_configs
-            job["config"].update(distribution=distribution, measure_time=measure_time)
             raw = worker.run(job)
             raw["extra"] = {**(raw.get("extra") or {}), "network_isolated": worker.network_isolated}
             result = _result_from_worker(raw, task, self.config.backend)
@@ -101,12 +95,24 @@ class Sandbox:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.evaluate, task, candidate)
 
-    def _job(self, task: Task, candidate: str) -> dict[str, Any]:
+    def _job(
+        self,
+        task: Task,
+        candidate: str,
+        sizes: Mapping[str, int] | None,
+        distribution: str,
+        measure_time: bool,
+    ) -> dict[str, Any]:
         cfg = self.config
+        # CPU-sized variant first, then the caller's overrides (property checks).
+        base = task.cpu_sizes if cfg.backend == "cpu" else {}
         return {
             "task": task.source,
             "task_name": task.name,
             "candidate": candidate,
+            "sizes": {**base, **(sizes or {})},
+            # Declared extra configurations, unless the caller chose the sizes (property checks).
+            "input_configs": [] if sizes else task.input_configs,
             "config": {
                 "backend": cfg.backend,
                 "device": "cuda:0" if cfg.backend == "cuda" else "cpu",
@@ -121,6 +127,8 @@ class Sandbox:
                 "time_compile": cfg.time_compile,
                 "require_custom_kernel": cfg.require_custom_kernel,
                 "task_digest": task.digest,
+                "distribution": distribution,
+                "measure_time": measure_time,
             },
         }
 
