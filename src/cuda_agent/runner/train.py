@@ -196,27 +196,22 @@ def rl_step(
         out = policy.token_logprobs(
             [t.prompt_ids for t, _ in micro], [t.response_ids for t, _ in micro]
         )
-        width = out.logprobs.shape[1]
-        old = _pad([t.sampler_logprobs for t, _ in micro], width).to(out.logprobs.device)
-        adv = torch.tensor([a for _, a in micro], device=out.logprobs.device).unsqueeze(1)
+        logprobs_bt = out.logprobs.float()
+        width = logprobs_bt.shape[1]
+        old = _pad([t.sampler_logprobs for t, _ in micro], width).to(logprobs_bt.device)
+        adv = torch.tensor([a for _, a in micro], device=logprobs_bt.device).unsqueeze(1)
         mask = out.mask.to(out.logprobs.dtype)
         loss_bt = ppo_clipped_policy_loss(
-            out.logprobs.float(), old, adv, eps_low=config.eps_low, eps_high=config.eps_high
+            logprobs_bt, old, adv, eps_low=config.eps_low, eps_high=config.eps_high
         )
         loss = (loss_bt * mask).sum() / total_tokens  # token-mean over the whole batch
         loss.backward()
         loss_sum += loss.item()
         with torch.no_grad():
             n_tok = float(mask.sum())
-            clip_sum += (
-                float(
-                    clip_fraction(
-                        out.logprobs.float(), old, out.mask, config.eps_low, config.eps_high
-                    )
-                )
-                * n_tok
-            )
-            kl_sum += float((approx_kl_k3(out.logprobs.float(), old) * mask).sum())
+            clipped = clip_fraction(logprobs_bt, old, out.mask, config.eps_low, config.eps_high)
+            clip_sum += float(clipped) * n_tok
+            kl_sum += float((approx_kl_k3(logprobs_bt, old) * mask).sum())
     if chosen:
         grad_norm = float(
             torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)

@@ -195,7 +195,6 @@ class CudaKernel:
             self._kernel.compile()
         except cupy.cuda.compiler.CompileException as exc:
             raise CompileError("NVRTC compilation failed:\n" + str(exc), str(exc)) from exc
-        self._cupy = cupy
         self._device = torch.cuda.current_device()
         self._function = self._kernel.kernel.ptr  # CUfunction of the module loaded for _device
         self._slots = [_CTYPES[p.kind]() for p in self.params]
