@@ -30,6 +30,8 @@ class _CountingExtension:
                 launch._count_launch()
                 return value(*args, **kwargs)
 
+            # Cached on the proxy: later look-ups (every forward call) skip __getattr__.
+            self.__dict__[name] = counted
             return counted
         return value
 
