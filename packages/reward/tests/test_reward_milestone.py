@@ -6,6 +6,15 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reward_strategies import (
+    Outcome,
+    bad_outcomes,
+    good_outcomes,
+    margins,
+    ordered_values,
+    outcomes,
+    times,
+)
 
 from cuda_agent.reward import (
     EvalOutcome,
@@ -17,44 +26,6 @@ from cuda_agent.reward import (
 
 VALUES = MilestoneValues()
 ALL_VALUES = {VALUES.fail, VALUES.correct, VALUES.faster_than_eager, VALUES.faster_than_compile}
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """A minimal `EvalOutcome`: a frozen dataclass satisfies the protocol structurally."""
-
-    correct: bool = True
-    flags: tuple[str, ...] = ()
-    candidate_time_ms: float | None = None
-    eager_time_ms: float | None = None
-    compile_time_ms: float | None = None
-    candidate_time_spread_ms: float | None = None
-    eager_time_spread_ms: float | None = None
-    compile_time_spread_ms: float | None = None
-
-
-times = st.floats(min_value=1e-3, max_value=1e3)
-spreads = st.none() | st.floats(min_value=0.0, max_value=10.0)
-margins = st.floats(min_value=0.0, max_value=0.5)
-outcomes = st.builds(
-    Outcome,
-    correct=st.booleans(),
-    flags=st.lists(st.sampled_from(["reference_op_called", "side_stream"]), max_size=2).map(tuple),
-    candidate_time_ms=st.none() | times,
-    eager_time_ms=st.none() | times,
-    compile_time_ms=st.none() | times,
-    candidate_time_spread_ms=spreads,
-    eager_time_spread_ms=spreads,
-    compile_time_spread_ms=spreads,
-)
-good_outcomes = outcomes.map(lambda o: dataclasses.replace(o, correct=True, flags=()))
-bad_outcomes = st.one_of(
-    outcomes.map(lambda o: dataclasses.replace(o, correct=False)),
-    outcomes.map(lambda o: dataclasses.replace(o, flags=(*o.flags, "timer_patched"))),
-)
-ordered_values = st.lists(st.floats(min_value=-10, max_value=10), min_size=4, max_size=4).map(
-    lambda vs: MilestoneValues(*sorted(vs))
-)
 
 
 def test_dataclass_satisfies_protocol() -> None:

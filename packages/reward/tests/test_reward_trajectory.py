@@ -52,3 +52,14 @@ def test_user_mistakes_raise_clear_errors() -> None:
         best_turn([])
     with pytest.raises(ValueError, match="gamma"):
         discounted_sum([1.0], 1.5)
+
+
+@given(rewards_t=rewards, gamma=gammas)
+def test_inputs_are_left_unchanged(rewards_t: list[float], gamma: float) -> None:
+    before = list(rewards_t)
+    last_turn(rewards_t)
+    best_turn(rewards_t)
+    discounted_sum(rewards_t, gamma)
+    discounted_returns(rewards_t, gamma)
+    assert rewards_t == before
+    assert discounted_returns(tuple(rewards_t), gamma) == discounted_returns(rewards_t, gamma)

@@ -10,6 +10,13 @@ from cuda_agent.reward._src.milestone import (
     milestone_reward,
 )
 from cuda_agent.reward._src.outcome import EvalOutcome
+from cuda_agent.reward._src.speedup import (
+    Baseline,
+    log_speedup_reward,
+    outcome_speedup,
+    speedup,
+)
+from cuda_agent.reward._src.tiered import TieredValues, tiered_reward
 from cuda_agent.reward._src.trajectory import (
     best_turn,
     discounted_returns,
@@ -18,13 +25,19 @@ from cuda_agent.reward._src.trajectory import (
 )
 
 __all__ = [
+    "Baseline",
     "EvalOutcome",
     "MilestoneValues",
+    "TieredValues",
     "best_turn",
     "discounted_returns",
     "discounted_sum",
     "format_reward",
     "is_faster",
     "last_turn",
+    "log_speedup_reward",
     "milestone_reward",
+    "outcome_speedup",
+    "speedup",
+    "tiered_reward",
 ]

@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass
 
-from cuda_agent.reward._src.outcome import EvalOutcome
+from cuda_agent.reward._src.outcome import EvalOutcome, is_failure
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def milestone_reward(
     compile time makes `faster_than_compile` unreachable. Returns exactly one of `values`.
     """
     _check_margin(margin)
-    if not outcome.correct or len(outcome.flags) > 0:
+    if is_failure(outcome):
         return values.fail
     time_ms = outcome.candidate_time_ms
     if time_ms is None:

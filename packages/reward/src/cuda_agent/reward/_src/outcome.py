@@ -55,3 +55,8 @@ class EvalOutcome(Protocol):
     def compile_time_spread_ms(self) -> float | None:
         """Noise of `compile_time_ms`; `None` if unknown."""
         ...
+
+
+def is_failure(outcome: EvalOutcome) -> bool:
+    """Whether an outcome earns a reward's failure value: incorrect, or any anti-cheat flag."""
+    return not outcome.correct or len(outcome.flags) > 0
