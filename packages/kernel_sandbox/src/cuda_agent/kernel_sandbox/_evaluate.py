@@ -1,29 +1,31 @@
-"""One evaluation job, as run inside a worker process: load, verify, time.
+"""One evaluation job, as run inside a candidate worker process: load, verify, time.
 
-Everything here may execute hostile candidate code; it runs only in worker processes
-(``_worker.py``). Candidate failures become result dictionaries, never exceptions.
+Everything here may execute hostile candidate code; it runs only in candidate worker processes
+(``_worker.py``). Candidate failures become result dictionaries, never exceptions. The expected
+outputs are never computed here: each trial's outputs go to the reference worker through the
+parent (``Check``), which answers with the verdict.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import contextlib
 import time
 import traceback
 import types
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import _extension_hooks, launch
+from . import _compare, _exchange, _extension_hooks, _task_runtime, launch
+from ._task_runtime import TaskError
 from ._timing import time_interleaved
 from .errors import CompileError
-from .result import TrialOutcome
 
 Phase = Callable[[str], None]
+# (index of the planned check, output descriptions, input fingerprint) -> the parent's answer
+Check = Callable[[int, list[dict[str, Any]], list[Any]], dict[str, Any]]
 
 
 class _Verdict(Exception):
@@ -36,26 +38,36 @@ class _Verdict(Exception):
         self.extra = extra
 
 
-def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str, Any]:
-    """Evaluate ``job['candidate']`` against ``job['task']``; return EvalResult fields."""
+def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check) -> dict[str, Any]:
+    """Evaluate ``job['candidate']`` against ``job['task']``; return EvalResult fields.
+
+    ``job['checks']`` is the parent's plan: for each check a stage (``trial``, ``config`` or
+    ``after`` timing), a seed and the sizes. Trials are recorded by the parent, not here.
+    """
     cfg = job["config"]
     device = torch.device(cfg["device"])
-    result: dict[str, Any] = {"task": job["task_name"], "backend": cfg["backend"]}
+    result: dict[str, Any] = {}
+    plan: list[dict[str, Any]] = job["checks"]
     try:
         enter_phase("load")
-        task = _load_module(job["task"], workdir / "reference.py", "cuda_agent_task")
-        _check_task(task)
-        _override_sizes(task, job.get("sizes") or {})
+        try:
+            task = _task_runtime.load_task(job["task"], workdir / "reference.py")
+            _task_runtime.override_sizes(task, job.get("sizes") or {})
+        except TaskError as exc:
+            raise _reference_failed(exc) from None
         _extension_hooks.install()  # load_inline extensions count as custom kernels
         t0 = time.perf_counter()
         candidate = _load_candidate(job["candidate"], workdir / "model_new.py")
         result["build_seconds"] = time.perf_counter() - t0
         reference, model_new = _build_models(task, candidate, device, cfg["seed"])
+        trial = _Trials(task, model_new, device, cfg, job["exchange"], check)
 
         enter_phase("correctness")
         launches_before = launch.launch_count()
-        trials, inputs = _check_correctness(task, reference, model_new, device, cfg)
-        _record_trials(result, trials)
+        inputs: list[Any] = []
+        for index, step in enumerate(plan):
+            if step["stage"] == "trial":
+                inputs = trial.run(index, step)
         if cfg["require_custom_kernel"] and launch.launch_count() == launches_before:
             raise _Verdict(
                 "rejected",
@@ -63,10 +75,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
                 "cpu_kernel / cuda_kernel, not with PyTorch operators",
                 flags=["no_custom_kernel"],
             )
-
-        configs = job.get("input_configs") or []
-        trials += _check_configs(task, candidate, device, cfg, configs)
-        _record_trials(result, trials)
+        for index, step in enumerate(plan):
+            if step["stage"] == "config":
+                _check_config(task, candidate, trial, index, step)
 
         if cfg.get("measure_time", True):
             enter_phase("timing")
@@ -74,15 +85,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
             # Re-check on fresh inputs: a candidate that behaves differently once it has been
             # called many times (detects warm-up, caches results) is caught here.
             enter_phase("correctness")
-            after, _ = _run_trial(task, reference, model_new, device, cfg, cfg["seed"] + 9000)
-            trials.append(after)
-            result["trials"] = [asdict(t) for t in trials]
-            if not after.passed:
-                raise _Verdict(
-                    "rejected",
-                    "correct before timing but not after it (on fresh inputs): " + after.message,
-                    flags=["changed_after_timing"],
-                )
+            for index, step in enumerate(plan):
+                if step["stage"] == "after":
+                    trial.run(index, step, after_timing=True)
         result["status"] = "ok"
         result["message"] = "correct"
     except _Verdict as verdict:
@@ -92,36 +97,10 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase) -> dict[str,
     return result
 
 
-def _record_trials(result: dict[str, Any], trials: list[TrialOutcome]) -> None:
-    """Put the trials and the worst errors into ``result``; a failed trial (always the last:
-    checking stops at the first failure) ends the job as ``incorrect``."""
-    result["trials"] = [asdict(t) for t in trials]
-    result["max_abs_error"] = max(t.max_abs_error for t in trials)
-    result["max_rel_error"] = max(t.max_rel_error for t in trials)
-    if not trials[-1].passed:
-        raise _Verdict("incorrect", trials[-1].message)
-
-
 # ------------------------------------------------------------------------------------ loading
-def _load_module(source: str, path: Path, name: str) -> types.ModuleType:
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.pop(name, None)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _check_task(task: types.ModuleType) -> None:
-    for attr in ("Model", "get_inputs", "get_init_inputs"):
-        if not hasattr(task, attr):
-            raise _Verdict("runtime_error", f"the task module does not define {attr}")
-
-
 def _load_candidate(source: str, path: Path) -> types.ModuleType:
     try:
-        module = _load_module(source, path, "model_new")
+        module = _task_runtime.load_module(source, path, "model_new")
     except CompileError as exc:
         raise _Verdict("compile_error", str(exc)) from None
     except SyntaxError as exc:
@@ -135,25 +114,19 @@ def _load_candidate(source: str, path: Path) -> types.ModuleType:
     return module
 
 
-def _reference_failed(what: str, exc: BaseException) -> _Verdict:
+def _reference_failed(reason: object) -> _Verdict:
     """The reference itself failed (e.g. on sizes drawn by a property check): no verdict on
     the candidate is possible, and the result says so."""
-    return _Verdict(
-        "runtime_error",
-        f"the reference {what} failed: {type(exc).__name__}: {exc}",
-        extra={"reference_failed": True},
-    )
+    return _Verdict("runtime_error", str(reason), extra={"reference_failed": True})
 
 
 def _build_models(
     task: types.ModuleType, candidate: types.ModuleType, device: torch.device, seed: int
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
     try:
-        init_inputs = task.get_init_inputs()
-        torch.manual_seed(seed)
-        reference = task.Model(*init_inputs).to(device).eval()
-    except Exception as exc:
-        raise _reference_failed("model construction", exc) from None
+        reference, init_inputs = _task_runtime.build_reference(task, device, seed)
+    except TaskError as exc:
+        raise _reference_failed(exc) from None
     torch.manual_seed(seed)
     try:
         model_new = candidate.ModelNew(*init_inputs)
@@ -172,171 +145,93 @@ def _build_models(
 
 
 # -------------------------------------------------------------------------------- correctness
-def _as_tensors(output: Any) -> list[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if isinstance(output, list | tuple) and all(isinstance(o, torch.Tensor) for o in output):
-        return list(output)
-    raise _Verdict(
-        "incorrect", f"ModelNew returned {type(output).__name__}; expected a tensor or a tuple"
-    )
+@contextlib.contextmanager
+def _poisoned_allocations() -> Iterator[None]:
+    """Fill every tensor the candidate allocates without initialising (``torch.empty``) with
+    NaN (integers: their maximum), so a kernel that leaves part of its output unwritten fails
+    instead of passing on stale memory that happened to hold the right values."""
+    from torch.utils import deterministic
 
-
-def _override_sizes(task: types.ModuleType, sizes: dict[str, int]) -> None:
-    """Set module-level problem sizes before anything reads them (property-based checks)."""
-    for name, value in sizes.items():
-        current = getattr(task, name, None)
-        if type(current) is not int:
-            raise _Verdict("runtime_error", f"the task has no integer size named {name!r}")
-        setattr(task, name, int(value))
-
-
-def _inputs(
-    task: types.ModuleType, device: torch.device, seed: int, distribution: str = "normal"
-) -> list[Any]:
-    torch.manual_seed(seed)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
-    return [_redistribute(x, distribution) for x in inputs]
-
-
-def _redistribute(x: Any, distribution: str) -> Any:
-    """Floating inputs drawn from another value distribution (same shape, dtype, device).
-
-    ``normal`` leaves get_inputs' values; ``heavy_tailed`` draws Student-t with 2 degrees of
-    freedom (rare huge values); ``large`` scales by 1000; ``tiny`` by 1e-3.
-    """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or distribution == "normal":
-        return x
-    if distribution == "large":
-        return x * 1e3
-    if distribution == "tiny":
-        return x * 1e-3
-    if distribution == "heavy_tailed":
-        # The global RNG was seeded from the trial seed in _inputs: reproducible.
-        t = torch.distributions.StudentT(2.0).sample(x.shape)
-        return t.to(dtype=x.dtype, device=x.device)
-    raise _Verdict("runtime_error", f"unknown input distribution {distribution!r}")
-
-
-def _clone(inputs: list[Any]) -> list[Any]:
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def _mismatch(got: torch.Tensor, want: torch.Tensor) -> str:
-    """Why two outputs cannot be compared value by value ("" when they can)."""
-    if got.shape != want.shape:
-        return f"has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
-    if got.dtype != want.dtype:
-        return f"has dtype {got.dtype}, expected {want.dtype}"
-    if got.device != want.device:
-        return f"is on {got.device}, expected {want.device}"
-    if bool((~torch.isfinite(got) & torch.isfinite(want)).any()):
-        return "has NaN or Inf where the reference is finite"
-    return ""
-
-
-def _tolerance(cfg: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol) for outputs of ``dtype``: a per-dtype override, else the defaults."""
-    name = str(dtype).removeprefix("torch.")
-    override = (cfg.get("dtype_tolerances") or {}).get(name)
-    return (float(override[0]), float(override[1])) if override else (cfg["atol"], cfg["rtol"])
-
-
-def _compare(
-    got: list[torch.Tensor], want: list[torch.Tensor], cfg: dict[str, Any]
-) -> tuple[bool, float, float, str]:
-    """(passed, max_abs, max_rel, message) for one trial."""
-    inf = float("inf")
-    if len(got) != len(want):
-        return False, inf, inf, f"returned {len(got)} outputs, expected {len(want)}"
-    worst_abs = worst_rel = 0.0
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        problem = _mismatch(g.detach(), w.detach())
-        if problem:
-            return False, inf, inf, f"output {i} {problem}"
-        atol, rtol = _tolerance(cfg, w.dtype)
-        g64, w64 = g.detach().double(), w.detach().double()
-        diff = (g64 - w64).abs().nan_to_num(0.0)
-        if diff.numel():
-            worst_abs = max(worst_abs, float(diff.max()))
-            worst_rel = max(worst_rel, float((diff / w64.abs().clamp_min(1e-12)).max()))
-        ok = torch.isclose(g64, w64, atol=atol, rtol=rtol, equal_nan=True)
-        if not bool(ok.all()):
-            n_bad = int((~ok).sum())
-            idx = tuple(int(j) for j in (~ok).nonzero()[0])
-            msg = (
-                f"output {i} mismatch: {n_bad}/{ok.numel()} elements outside atol={atol}, rtol={rtol}; "
-                f"first at {idx}: got {float(g64[idx]):.6g}, expected {float(w64[idx]):.6g}; "
-                f"max abs error {worst_abs:.3g}"
-            )
-            return False, worst_abs, worst_rel, msg
-    return True, worst_abs, worst_rel, ""
-
-
-def _run_trial(
-    task, reference, model_new, device, cfg, seed: int
-) -> tuple[TrialOutcome, list[Any]]:
-    """One correctness trial on fresh inputs drawn from ``seed``."""
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
     try:
-        inputs = _inputs(task, device, seed, cfg.get("distribution", "normal"))
-    except _Verdict:
-        raise
-    except Exception as exc:
-        raise _reference_failed("get_inputs()", exc) from None
-    pristine = _clone(inputs)
-    try:
-        with torch.no_grad():
-            # The candidate runs first, so it cannot find the reference's result in memory.
-            got = _as_tensors(model_new(*inputs))
-            _sync(device)
-    except _Verdict:
-        raise
-    except Exception as exc:
-        raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
-    for a, b in zip(inputs, pristine, strict=True):
-        if isinstance(a, torch.Tensor) and not torch.equal(a, b):
-            raise _Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
-    try:
-        with torch.no_grad():
-            want = _as_tensors(reference(*pristine))
-    except _Verdict:
-        raise
-    except Exception as exc:
-        raise _reference_failed("forward", exc) from None
-    passed, max_abs, max_rel, message = _compare(got, want, cfg)
-    return TrialOutcome(seed, passed, max_abs, max_rel, message), inputs
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+        deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
 
 
-def _check_configs(task, candidate, device, cfg, configs) -> list[TrialOutcome]:
-    """One trial on each declared extra size configuration, with models rebuilt for it; the
-    main sizes are restored afterwards (timing and the re-check use them)."""
-    trials: list[TrialOutcome] = []
-    for k, config in enumerate(configs):
-        saved = {name: getattr(task, name) for name in config}
-        _override_sizes(task, config)
+class _Trials:
+    """Runs the candidate on one planned check's inputs and asks the parent for the verdict."""
+
+    def __init__(self, task, model_new, device, cfg, exchange: str, check: Check) -> None:
+        self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
+        self.exchange, self.check = exchange, check
+
+    def run(self, index: int, step: dict[str, Any], after_timing: bool = False) -> list[Any]:
+        """Run check ``index``; raise a verdict unless it passed; return its inputs."""
         try:
-            reference, model_new = _build_models(task, candidate, device, cfg["seed"])
-            trial, _ = _run_trial(task, reference, model_new, device, cfg, cfg["seed"] + 5000 + k)
+            inputs = _task_runtime.draw_inputs(
+                self.task, self.device, step["seed"], self.cfg.get("distribution", "normal")
+            )
+        except TaskError as exc:
+            raise _reference_failed(exc) from None
+        prints = _compare.fingerprint(inputs)
+        pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        try:
+            with torch.no_grad(), _poisoned_allocations():
+                output = self.model_new(*inputs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
+        for a, b in zip(inputs, pristine, strict=True):
+            if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                raise _Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
+        got = _task_runtime.as_tensors(output)
+        if got is None:
+            raise _Verdict(
+                "incorrect",
+                f"ModelNew returned {type(output).__name__}; expected a tensor or a tuple",
+            )
+        try:
+            meta = _exchange.write_outputs(self.exchange, got)
+        except _exchange.ExchangeError as exc:
+            raise _Verdict("incorrect", str(exc)) from None
+        answer = self.check(index, meta, prints)
+        if "reference_failed" in answer:
+            raise _reference_failed(answer["reference_failed"])
+        if not answer.get("passed"):
+            message = str(answer.get("message", ""))
+            if after_timing:
+                raise _Verdict(
+                    "rejected",
+                    "correct before timing but not after it (on fresh inputs): " + message,
+                    flags=["changed_after_timing"],
+                )
+            raise _Verdict("incorrect", step.get("label", "") + message)
+        return inputs
+
+
+def _check_config(task, candidate, trial: _Trials, index: int, step: dict[str, Any]) -> None:
+    """One trial on a declared extra size configuration, with the models rebuilt for it; the
+    main sizes are restored afterwards (timing and the re-check use them)."""
+    saved = {name: getattr(task, name) for name in step["sizes"]}
+    try:
+        _task_runtime.override_sizes(task, step["sizes"])
+        _, model_new = _build_models(task, candidate, trial.device, trial.cfg["seed"])
+        main_model, trial.model_new = trial.model_new, model_new
+        try:
+            trial.run(index, step)
         finally:
-            _override_sizes(task, saved)
-        if not trial.passed:
-            trials.append(replace(trial, message=f"with sizes {config}: {trial.message}"))
-            break
-        trials.append(trial)
-    return trials
-
-
-def _check_correctness(
-    task, reference, model_new, device, cfg
-) -> tuple[list[TrialOutcome], list[Any]]:
-    trials: list[TrialOutcome] = []
-    inputs: list[Any] = []
-    for t in range(cfg["trials"]):
-        trial, inputs = _run_trial(task, reference, model_new, device, cfg, cfg["seed"] + 1000 + t)
-        trials.append(trial)
-        if not trial.passed:
-            break
-    return trials, inputs
+            trial.model_new = main_model
+    except TaskError as exc:
+        raise _reference_failed(exc) from None
+    finally:
+        _task_runtime.override_sizes(task, saved)
 
 
 # ----------------------------------------------------------------------------------- timing
@@ -383,11 +278,6 @@ def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
         out["compile_time_ms"] = timings[2].median_ms
         out["compile_time_spread_ms"] = timings[2].spread_ms
     return out
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _trim(exc: BaseException, limit: int = 1500) -> str:

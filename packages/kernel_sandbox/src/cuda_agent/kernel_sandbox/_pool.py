@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 from .config import SandboxConfig
 
@@ -28,12 +29,23 @@ class WorkerDied(Exception):
         self.timed_out = timed_out
 
 
-class Worker:
-    """One long-lived worker process, (re)started on demand."""
+_PHASES = ("load", "correctness", "timing")
+Role = Literal["candidate", "reference"]
+# A candidate worker's mid-job request (a "check" message) -> the answer to send back.
+OnCheck = Callable[[dict[str, Any]], dict[str, Any]]
 
-    def __init__(self, config: SandboxConfig, index: int) -> None:
+
+class Worker:
+    """One long-lived worker process, (re)started on demand.
+
+    A ``candidate`` worker runs candidate code under the configured limits; a ``reference``
+    worker runs only task code (it computes expected outputs) and gets no memory cap.
+    """
+
+    def __init__(self, config: SandboxConfig, index: int, role: Role = "candidate") -> None:
         self.config = config
         self.index = index
+        self.role = role
         self.proc: subprocess.Popen[bytes] | None = None
         self.jobs_done = 0
         self._buffer = b""
@@ -47,7 +59,9 @@ class Worker:
             CUDA_AGENT_THREADS=threads,
             OMP_NUM_THREADS=threads,
             CUDA_AGENT_MAX_OUTPUT=str(self.config.max_output_bytes),
-            CUDA_AGENT_MAX_MEMORY=str(self.config.max_memory_bytes or 0),
+            CUDA_AGENT_MAX_MEMORY=str(
+                (self.config.max_memory_bytes or 0) if self.role == "candidate" else 0
+            ),
             CUDA_AGENT_ISOLATE_NETWORK="1" if self.config.isolate_network else "0",
             PYTHONDONTWRITEBYTECODE="1",
             PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
@@ -96,37 +110,55 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     # ------------------------------------------------------------------------------ a job
-    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+    def run(self, job: dict[str, Any], on_check: OnCheck | None = None) -> dict[str, Any]:
         """Send one job and wait for its result, enforcing each phase's deadline.
 
-        Raises ``WorkerDied`` (after killing the worker) on a timeout, a crash or garbage.
+        A ``check`` message from the worker is answered with ``on_check(message)``; the time
+        that takes does not count against the worker's deadline. Raises ``WorkerDied`` (after
+        killing the worker) on a timeout, a crash or garbage.
         """
         if not self.alive() or self.jobs_done >= self.config.max_jobs_per_worker:
             self.kill()
             self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(job) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            self.kill()
-            raise WorkerDied(f"worker not accepting jobs: {exc}") from exc
+        self._send(job)
         deadlines = self.config.deadlines
         phase, deadline = "load", time.monotonic() + deadlines.load
         while True:
             message = self._read(deadline, phase)
             if message.get("type") == "phase":
                 phase = str(message.get("phase"))
-                deadline = time.monotonic() + getattr(deadlines, phase, deadlines.load)
+                if phase not in _PHASES:
+                    self.kill()
+                    raise WorkerDied(f"worker announced an unknown phase {phase[:40]!r}")
+                deadline = time.monotonic() + getattr(deadlines, phase)
+            elif message.get("type") == "check" and on_check is not None:
+                started = time.monotonic()
+                answer = on_check(message)
+                deadline += time.monotonic() - started
+                self._send({"type": "checked", **answer})
             elif message.get("type") == "result":
                 self.jobs_done += 1
                 result = message.get("result")
                 if not isinstance(result, dict):
                     self.kill()
                     raise WorkerDied("worker sent a malformed result")
-                if message.get("retire"):
-                    self.kill()  # its CUDA context is broken; the next job gets a fresh worker
+                if message.get("retire") or self._buffer:
+                    # A broken CUDA context, or messages past the result (someone else wrote
+                    # on the channel): the next job gets a fresh worker.
+                    self.kill()
                 return result
+            else:
+                self.kill()
+                raise WorkerDied(f"worker sent an unexpected {message.get('type')!r} message")
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            raise WorkerDied(f"worker not accepting messages: {exc}") from exc
 
     def _read(self, deadline: float, phase: str) -> dict[str, Any]:
         """Next JSON message from the worker, or ``WorkerDied`` at the deadline or on EOF."""

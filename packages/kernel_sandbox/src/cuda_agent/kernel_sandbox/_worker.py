@@ -1,10 +1,17 @@
 """Worker process main loop: ``python -m cuda_agent.kernel_sandbox._worker``.
 
-Protocol: one JSON object per line. The parent writes jobs to our stdin; we answer on the
-original stdout, which we keep on a private descriptor before pointing descriptors 1 and 2
-at a per-job log file, so anything the candidate prints cannot corrupt the protocol.
-Messages we send: ``{"type": "ready"}``, ``{"type": "phase", "phase": ...}`` when a phase
-with its own deadline starts, and ``{"type": "result", "result": {...}}``.
+Protocol: one JSON object per line, on private descriptors: we move the original stdin and
+stdout aside before pointing descriptor 0 at /dev/null and 1 and 2 at a per-job log file, so
+anything the candidate prints (or reads) cannot corrupt the protocol.
+
+The same program serves both kinds of worker. A *candidate* job (``kind`` absent) loads and
+runs candidate code (``_evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
+only task code and judges one trial's outputs (``_reference.check``).
+
+Messages we send: ``{"type": "ready"}``; ``{"type": "phase", "phase": ...}`` when a phase
+with its own deadline starts; ``{"type": "check", "index": i, "outputs": [...], "inputs":
+[...]}`` after a trial, to which the parent answers one ``{"type": "checked", ...}`` line;
+and ``{"type": "result", "result": {...}}``.
 """
 
 from __future__ import annotations
@@ -92,6 +99,10 @@ def _context_is_poisoned(result: dict[str, Any]) -> bool:
 
 def main() -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
+    inbox = os.fdopen(os.dup(0), "r")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     home = Path(tempfile.mkdtemp(prefix="cuda-agent-worker-"))
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
@@ -102,19 +113,34 @@ def main() -> None:
 
     torch.set_num_threads(threads)
     from ._evaluate import run_job
+    from ._reference import check as reference_check
 
     _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
 
     _send(channel, {"type": "ready", "pid": os.getpid(), "network_isolated": isolated})
     try:
-        for line in sys.stdin:
+        for line in inbox:
             job = json.loads(line)
+            if job.get("kind") == "reference":
+                try:
+                    answer = reference_check(job, home)
+                except Exception as exc:  # a harness bug: report it, keep serving
+                    answer = {"reference_failed": f"{type(exc).__name__}: {exc}"}
+                _send(channel, {"type": "result", "result": answer, "retire": False})
+                continue
             workdir = Path(tempfile.mkdtemp(prefix="job-", dir=home))
             os.chdir(workdir)
             _redirect_output(workdir / "output.log")
+
+            def check(index: int, outputs: list[Any], inputs: list[Any]) -> dict[str, Any]:
+                message = {"type": "check", "index": index, "outputs": outputs, "inputs": inputs}
+                _send(channel, message)
+                answer = json.loads(inbox.readline() or "{}")
+                return answer if isinstance(answer, dict) else {}
+
             try:
                 result = run_job(
-                    job, workdir, lambda p: _send(channel, {"type": "phase", "phase": p})
+                    job, workdir, lambda p: _send(channel, {"type": "phase", "phase": p}), check
                 )
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}

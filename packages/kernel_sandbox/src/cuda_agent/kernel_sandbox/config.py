@@ -45,6 +45,8 @@ class SandboxConfig:
     require_custom_kernel: bool = True  # reject candidates that never launch a kernel
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
+    # Largest total size of one trial's outputs (they travel to the reference worker).
+    max_output_tensor_bytes: int = 16 << 30
     # Address space a candidate may add beyond the worker's own (None = 16 GiB on CPU, off on CUDA).
     max_memory_bytes: int | None = None
     isolate_network: bool = True  # a private network namespace per worker, where allowed

@@ -4,26 +4,48 @@
         result = sandbox.evaluate(task, candidate_source)
         results = sandbox.evaluate_many([(task, source), ...])   # all workers busy
 
-Candidate code never runs in this process. A worker that crashes, hangs past a phase deadline
-or hits a CUDA error is killed with its process tree and replaced; the caller gets a verdict.
+Candidate code never runs in this process. Each slot of the pool pairs a *candidate worker*
+(runs the candidate, times it) with a *reference worker* (runs only the task, computes the
+expected outputs and judges each trial), so expected outputs never live where candidate code
+runs. A worker that crashes, hangs past a phase deadline or hits a CUDA error is killed with its
+process tree and replaced; the caller gets a verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import queue
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
+from . import _exchange
+from ._jobs import Broker, compose, plan_checks
 from ._pool import Worker, WorkerDied
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
 from .tasks import Task
+
+
+@dataclass
+class _Slot:
+    """A candidate worker, its reference worker and the file their trial outputs go through."""
+
+    candidate: Worker
+    reference: Worker
+    exchange: str
+
+    def kill(self) -> None:
+        self.candidate.kill()
+        self.reference.kill()
+        with contextlib.suppress(OSError):
+            os.unlink(self.exchange)
 
 
 class Sandbox:
@@ -31,10 +53,17 @@ class Sandbox:
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = (config or SandboxConfig()).resolved()
-        self._idle: queue.Queue[Worker] = queue.Queue()
-        self._workers = [Worker(self.config, i) for i in range(self.config.workers)]
-        for worker in self._workers:
-            self._idle.put(worker)  # started lazily, on first use
+        self._idle: queue.Queue[_Slot] = queue.Queue()
+        self._slots = [
+            _Slot(
+                Worker(self.config, i, "candidate"),
+                Worker(self.config, i, "reference"),
+                _exchange.create(self.config.max_output_tensor_bytes),
+            )
+            for i in range(self.config.workers)
+        ]
+        for slot in self._slots:
+            self._idle.put(slot)  # workers start lazily, on first use
         self._executor = ThreadPoolExecutor(
             max_workers=self.config.workers, thread_name_prefix="sandbox"
         )
@@ -71,18 +100,27 @@ class Sandbox:
             raise TypeError(f"candidate must be module source text, not {type(candidate).__name__}")
         started = time.perf_counter()
         job = self._job(task, candidate, sizes, distribution, measure_time)
-        worker = self._idle.get()
+        slot = self._idle.get()
         try:
-            raw = worker.run(job)
-            raw["extra"] = {**(raw.get("extra") or {}), "network_isolated": worker.network_isolated}
-            result = _result_from_worker(raw, task, self.config.backend)
+            job["exchange"] = slot.exchange
+            broker = Broker(job, slot.reference, slot.exchange)
+            raw = slot.candidate.run(job, on_check=broker)
+            extra = raw.get("extra")
+            raw["extra"] = {
+                **(extra if isinstance(extra, dict) else {}),
+                "network_isolated": slot.candidate.network_isolated,
+            }
+            result = compose(raw, broker, task, self.config.backend)
+            if "unverified_result" in result.flags:
+                # Its protocol channel was forged into; nothing it says later can be trusted.
+                slot.candidate.kill()
         except WorkerDied as death:
             status: Status = "timeout" if death.timed_out else "runtime_error"
             result = EvalResult(
                 status=status, message=death.reason, task=task.name, backend=self.config.backend
             )
         finally:
-            self._idle.put(worker)
+            self._idle.put(slot)
         return _with_wall_time(result, time.perf_counter() - started)
 
     def evaluate_many(self, jobs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
@@ -105,14 +143,13 @@ class Sandbox:
     ) -> dict[str, Any]:
         cfg = self.config
         # CPU-sized variant first, then the caller's overrides (property checks).
-        base = task.cpu_sizes if cfg.backend == "cpu" else {}
+        base = {**(task.cpu_sizes if cfg.backend == "cpu" else {}), **(sizes or {})}
         return {
             "task": task.source,
             "task_name": task.name,
             "candidate": candidate,
-            "sizes": {**base, **(sizes or {})},
-            # Declared extra configurations, unless the caller chose the sizes (property checks).
-            "input_configs": [] if sizes else task.input_configs,
+            "sizes": base,
+            "checks": plan_checks(task, cfg, base, bool(sizes), measure_time),
             "config": {
                 "backend": cfg.backend,
                 "device": "cuda:0" if cfg.backend == "cuda" else "cpu",
@@ -135,7 +172,9 @@ class Sandbox:
     # --------------------------------------------------------------------------- lifecycle
     def warm_up(self) -> None:
         """Start every worker now (otherwise each starts on its first job)."""
-        list(self._executor.map(lambda w: w.alive() or w.start(), self._workers))
+        workers = [w for slot in self._slots for w in (slot.candidate, slot.reference)]
+        with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+            list(pool.map(lambda w: w.alive() or w.start(), workers))
 
     def close(self) -> None:
         with self._lock:
@@ -143,8 +182,8 @@ class Sandbox:
                 return
             self._closed = True
         self._executor.shutdown(wait=True)
-        for worker in self._workers:
-            worker.kill()
+        for slot in self._slots:
+            slot.kill()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -160,19 +199,6 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
-
-
-def _result_from_worker(raw: dict[str, Any], task: Task, backend: str) -> EvalResult:
-    raw = {**raw, "task": task.name, "backend": backend}
-    try:
-        return EvalResult.from_dict(raw)
-    except (TypeError, ValueError) as exc:
-        return EvalResult(
-            status="runtime_error",
-            message=f"the worker returned an unreadable result ({exc})",
-            task=task.name,
-            backend=backend,
-        )
 
 
 def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:

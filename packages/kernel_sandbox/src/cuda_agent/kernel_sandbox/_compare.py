@@ -1,0 +1,111 @@
+"""Comparing candidate outputs with expected ones, and fingerprinting inputs.
+
+Runs in the reference worker (``_reference.py``), which never runs candidate code; the
+candidate worker only uses ``fingerprint`` to prove it drew the same inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+INF = float("inf")
+
+
+def mismatch(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Why two outputs cannot be compared value by value ("" when they can)."""
+    if got.shape != want.shape:
+        return f"has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"has dtype {got.dtype}, expected {want.dtype}"
+    if got.device != want.device:
+        return f"is on {got.device}, expected {want.device}"
+    if bool((~torch.isfinite(got) & torch.isfinite(want)).any()):
+        return "has NaN or Inf where the reference is finite"
+    return ""
+
+
+def tolerance(
+    dtype: torch.dtype, atol: float, rtol: float, per_dtype: dict[str, Any] | None
+) -> tuple[float, float]:
+    """(atol, rtol) for outputs of ``dtype``: a per-dtype override, else the defaults."""
+    name = str(dtype).removeprefix("torch.")
+    override = (per_dtype or {}).get(name)
+    return (float(override[0]), float(override[1])) if override else (atol, rtol)
+
+
+def compare(
+    got: list[torch.Tensor],
+    want: list[torch.Tensor],
+    atol: float,
+    rtol: float,
+    per_dtype: dict[str, Any] | None = None,
+) -> tuple[bool, float, float, str]:
+    """(passed, max_abs_error, max_rel_error, message) for one trial.
+
+    An element passes when ``|got - want| <= atol + rtol * |want|`` (``torch.isclose``),
+    computed in float64; NaN passes only where the reference is NaN too.
+    """
+    if len(got) != len(want):
+        return False, INF, INF, f"returned {len(got)} outputs, expected {len(want)}"
+    worst_abs = worst_rel = 0.0
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        problem = mismatch(g.detach(), w.detach())
+        if problem:
+            return False, INF, INF, f"output {i} {problem}"
+        a_tol, r_tol = tolerance(w.dtype, atol, rtol, per_dtype)
+        g64, w64 = g.detach().double(), w.detach().double()
+        diff = (g64 - w64).abs().nan_to_num(0.0)
+        if diff.numel():
+            worst_abs = max(worst_abs, float(diff.max()))
+            worst_rel = max(worst_rel, float((diff / w64.abs().clamp_min(1e-12)).max()))
+        ok = torch.isclose(g64, w64, atol=a_tol, rtol=r_tol, equal_nan=True)
+        if not bool(ok.all()):
+            n_bad = int((~ok).sum())
+            idx = tuple(int(j) for j in (~ok).nonzero()[0])
+            msg = (
+                f"output {i} mismatch: {n_bad}/{ok.numel()} elements outside "
+                f"atol={a_tol}, rtol={r_tol}; first at {idx}: got {float(g64[idx]):.6g}, "
+                f"expected {float(w64[idx]):.6g}; max abs error {worst_abs:.3g}"
+            )
+            return False, worst_abs, worst_rel, msg
+    return True, worst_abs, worst_rel, ""
+
+
+def fingerprint(inputs: list[Any]) -> list[Any]:
+    """A cheap summary of a list of inputs (shape, dtype and two sums per tensor, the value
+    of anything else) that two processes drawing the same inputs agree on."""
+    out: list[Any] = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            v = x.detach()
+            if v.is_complex():
+                v = torch.view_as_real(v)
+            v = v.double()
+            weights = torch.arange(v.numel(), device=v.device, dtype=torch.float64) % 7 + 1
+            flat = v.reshape(-1).nan_to_num(0.0, 1e300, -1e300)
+            out.append(
+                [list(x.shape), str(x.dtype), float(flat.sum()), float((flat * weights).sum())]
+            )
+        elif isinstance(x, bool | int | float | str) or x is None:
+            out.append(x)
+        else:
+            out.append(type(x).__name__)
+    return out
+
+
+def same_fingerprint(a: list[Any], b: list[Any]) -> bool:
+    """Whether two fingerprints match (sums to a relative 1e-9: thread counts may differ)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, list) and isinstance(y, list) and len(x) == len(y) == 4:
+            if x[:2] != y[:2]:
+                return False
+            for p, q in zip(x[2:], y[2:], strict=True):
+                if abs(p - q) > 1e-9 * max(1.0, abs(p), abs(q)):
+                    return False
+        elif x != y:
+            return False
+    return True

@@ -1,0 +1,133 @@
+"""Moving a trial's outputs from the candidate worker to the reference worker.
+
+The parent creates one sparse file per candidate worker (``create``), sized to the largest
+output a trial may produce. The candidate worker writes its raw output bytes into it through a
+memory map (writing inside an existing file is not limited by the worker's file-size rlimit)
+and sends only a description (dtype, shape, offset); the reference worker reads the bytes back
+into tensors. No pickle crosses the boundary: the reader trusts nothing but the bytes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+from typing import Any
+
+import torch
+
+# Dtypes an output may have; anything else is refused by name before it is interpreted.
+DTYPES: dict[str, torch.dtype] = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.complex64,
+        torch.complex128,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    )
+}
+
+
+class ExchangeError(Exception):
+    """The outputs cannot be passed on (too large, unsupported dtype, damaged description)."""
+
+
+def create(capacity: int) -> str:
+    """A new sparse exchange file of ``capacity`` bytes (the caller removes it)."""
+    fd, path = tempfile.mkstemp(prefix="cuda-agent-exchange-")
+    try:
+        os.ftruncate(fd, capacity)
+    finally:
+        os.close(fd)
+    return path
+
+
+def write_outputs(path: str, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """Write ``outputs`` back to back into the exchange file; return their descriptions."""
+    meta: list[dict[str, Any]] = []
+    offset = 0
+    for out in outputs:
+        name = str(out.dtype).removeprefix("torch.")
+        if name not in DTYPES:
+            raise ExchangeError(f"outputs of dtype {out.dtype} are not supported")
+        nbytes = out.numel() * out.element_size()
+        meta.append(
+            {
+                "dtype": name,
+                "shape": list(out.shape),
+                "device": str(out.device),
+                "offset": offset,
+                "nbytes": nbytes,
+            }
+        )
+        offset += -(-nbytes // 64) * 64  # 64-byte aligned
+    total = offset
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        if total > size:
+            raise ExchangeError(
+                f"the outputs take {total} bytes, more than the {size} allowed per trial "
+                "(SandboxConfig.max_output_tensor_bytes)"
+            )
+        if total == 0:
+            return meta
+        with mmap.mmap(f.fileno(), total) as mm:
+            view = torch.frombuffer(mm, dtype=torch.uint8)
+            for out, m in zip(outputs, meta, strict=True):
+                if m["nbytes"]:
+                    flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+                    view[m["offset"] : m["offset"] + m["nbytes"]].copy_(flat)
+            del view
+    return meta
+
+
+def read_outputs(path: str, meta: Any, device: torch.device) -> list[torch.Tensor]:
+    """Tensors described by ``meta`` (sent by an untrusted process), read from the file."""
+    if not isinstance(meta, list):
+        raise ExchangeError("damaged output description")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        size = os.fstat(fd).st_size
+        tensors = []
+        for i, m in enumerate(meta):
+            dtype, shape, offset = _checked(m, size)
+            if m["device"] != str(device):
+                raise ExchangeError(f"output {i} is on {m['device']}, expected {device}")
+            count = 1
+            for s in shape:
+                count *= s
+            nbytes = count * dtype.itemsize
+            if offset + nbytes > size:
+                raise ExchangeError("the exchange file is shorter than its description")
+            if nbytes == 0:
+                tensors.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            data = os.pread(fd, nbytes, offset)
+            if len(data) != nbytes:
+                raise ExchangeError("the exchange file is shorter than its description")
+            host = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+            tensors.append(host.to(device))
+        return tensors
+    finally:
+        os.close(fd)
+
+
+def _checked(m: Any, size: int) -> tuple[torch.dtype, list[int], int]:
+    if not isinstance(m, dict) or m.get("dtype") not in DTYPES:
+        raise ExchangeError("damaged output description")
+    shape, offset = m.get("shape"), m.get("offset")
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise ExchangeError("damaged output description")
+    if type(offset) is not int or not 0 <= offset <= size:
+        raise ExchangeError("damaged output description")
+    if not isinstance(m.get("device"), str):
+        raise ExchangeError("damaged output description")
+    return DTYPES[m["dtype"]], shape, offset

@@ -1,0 +1,160 @@
+"""One evaluation as the parent sees it: the job and its check plan, brokering each trial's
+verdict from the reference worker, and the final ``EvalResult``.
+
+The parent decides which checks a candidate must pass (seeds and sizes) and records every
+verdict the reference worker gives. The candidate worker's own report is believed only for
+what it alone can know (build time, timings, its own errors): its trials, and whether it
+passed them, come from the parent's record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._pool import Worker, WorkerDied
+from .config import SandboxConfig
+from .result import EvalResult, TrialOutcome
+from .tasks import Task
+
+# Seeds of each stage's inputs, offset from ``SandboxConfig.seed``.
+TRIAL_SEED, CONFIG_SEED, AFTER_TIMING_SEED = 1000, 5000, 9000
+
+
+def plan_checks(
+    task: Task,
+    config: SandboxConfig,
+    base_sizes: Mapping[str, int],
+    caller_sizes: bool,
+    measure_time: bool,
+) -> list[dict[str, Any]]:
+    """The checks a candidate must pass, in order: ``trials`` random trials; one per declared
+    input configuration (unless the caller chose the sizes); one on fresh inputs after timing."""
+    seed = config.seed
+    plan: list[dict[str, Any]] = [
+        {"stage": "trial", "seed": seed + TRIAL_SEED + t, "sizes": dict(base_sizes)}
+        for t in range(config.trials)
+    ]
+    if not caller_sizes:
+        for k, sizes in enumerate(task.input_configs):
+            plan.append(
+                {
+                    "stage": "config",
+                    "seed": seed + CONFIG_SEED + k,
+                    "sizes": {**base_sizes, **sizes},
+                    "label": f"with sizes {dict(sizes)}: ",
+                }
+            )
+    if measure_time:
+        plan.append({"stage": "after", "seed": seed + AFTER_TIMING_SEED, "sizes": dict(base_sizes)})
+    return plan
+
+
+@dataclass
+class Broker:
+    """Answers a candidate worker's ``check`` requests by asking the reference worker, and
+    remembers every verdict."""
+
+    job: dict[str, Any]
+    reference: Worker
+    exchange: str
+    record: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
+        plan = self.job["checks"]
+        index = message.get("index")
+        if type(index) is not int or not 0 <= index < len(plan) or index in self.record:
+            # A check outside the plan, or asked twice: never judged, and never counted.
+            return {"passed": False, "message": "check not in the plan"}
+        cfg = self.job["config"]
+        step = plan[index]
+        request = {
+            "kind": "reference",
+            "task": self.job["task"],
+            "task_digest": cfg["task_digest"],
+            "sizes": step["sizes"],
+            "seed": step["seed"],
+            "model_seed": cfg["seed"],
+            "distribution": cfg["distribution"],
+            "device": cfg["device"],
+            "atol": cfg["atol"],
+            "rtol": cfg["rtol"],
+            "dtype_tolerances": cfg["dtype_tolerances"],
+            "outputs": message.get("outputs"),
+            "inputs": message.get("inputs"),
+            "exchange": self.exchange,
+        }
+        try:
+            answer = self.reference.run(request)
+        except WorkerDied as death:
+            answer = {"reference_failed": f"the reference worker failed: {death.reason}"}
+        self.record[index] = answer
+        return answer
+
+
+def compose(raw: dict[str, Any], broker: Broker, task: Task, backend: str) -> EvalResult:
+    """The final result from the candidate worker's report and the broker's record."""
+    plan = broker.job["checks"]
+    trials = []
+    for index in sorted(broker.record):
+        answer, step = broker.record[index], plan[index]
+        if "reference_failed" in answer:
+            continue
+        passed = answer.get("passed") is True
+        message = str(answer.get("message", ""))
+        if not passed and message:
+            message = step.get("label", "") + message
+        trials.append(
+            TrialOutcome(
+                seed=step["seed"],
+                passed=passed,
+                max_abs_error=_number(answer.get("max_abs_error")),
+                max_rel_error=_number(answer.get("max_rel_error")),
+                message=message,
+            )
+        )
+    data: dict[str, Any] = {
+        key: raw[key]
+        for key in (
+            "status",
+            "message",
+            "build_seconds",
+            "candidate_time_ms",
+            "candidate_time_spread_ms",
+            "eager_time_ms",
+            "eager_time_spread_ms",
+            "compile_time_ms",
+            "compile_time_spread_ms",
+            "flags",
+            "extra",
+        )
+        if key in raw
+    }
+    data.update(task=task.name, backend=backend, trials=[t.__dict__ for t in trials])
+    if trials:
+        data["max_abs_error"] = max(t.max_abs_error for t in trials)
+        data["max_rel_error"] = max(t.max_rel_error for t in trials)
+    if data.get("status") == "ok" and not (
+        len(trials) == len(plan) and all(t.passed for t in trials)
+    ):
+        data.update(
+            status="rejected",
+            message="the candidate worker reported success for outputs that were not all "
+            "verified by the reference worker",
+            flags=[*data.get("flags", []), "unverified_result"],
+        )
+    try:
+        return EvalResult.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        return EvalResult(
+            status="runtime_error",
+            message=f"the worker returned an unreadable result ({exc})",
+            task=task.name,
+            backend=backend,
+        )
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not math.isnan(value) else math.inf

@@ -1,0 +1,87 @@
+"""The reference worker's job: compute the expected outputs and judge a candidate's.
+
+The reference worker runs task code only, never candidate code, so expected outputs never live
+in a process a candidate can inspect. For each trial the candidate worker writes its outputs to
+an exchange file; the parent asks the reference worker to draw the same inputs (same task, sizes
+and seed), run the reference, and compare.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import _compare, _exchange, _task_runtime
+
+_MODELS: OrderedDict[str, tuple[types.ModuleType, torch.nn.Module]] = OrderedDict()
+_MAX_MODELS = 4
+
+
+def _model(request: dict[str, Any], home: Path) -> tuple[types.ModuleType, torch.nn.Module]:
+    """The task module and reference model for the request's task, sizes and device (cached)."""
+    key = json.dumps(
+        [request["task_digest"], request["sizes"], request["device"], request["model_seed"]],
+        sort_keys=True,
+    )
+    if key in _MODELS:
+        _MODELS.move_to_end(key)
+        return _MODELS[key]
+    task = _task_runtime.load_task(request["task"], home / f"reference_{len(_MODELS)}.py")
+    _task_runtime.override_sizes(task, request["sizes"])
+    model, _ = _task_runtime.build_reference(
+        task, torch.device(request["device"]), request["model_seed"]
+    )
+    _MODELS[key] = (task, model)
+    while len(_MODELS) > _MAX_MODELS:
+        _MODELS.popitem(last=False)
+    return task, model
+
+
+def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
+    """Judge one trial. Returns ``passed``, the worst errors and a message; or
+    ``reference_failed`` (a message) when the task itself failed, so no verdict is possible."""
+    device = torch.device(request["device"])
+    try:
+        task, model = _model(request, home)
+        # Module-level sizes are read by get_inputs: set them for this entry again.
+        _task_runtime.override_sizes(task, request["sizes"])
+        inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
+    except _task_runtime.TaskError as exc:
+        return {"reference_failed": str(exc)}
+    if not _compare.same_fingerprint(_compare.fingerprint(inputs), request.get("inputs") or []):
+        return {
+            "reference_failed": "the task's get_inputs() drew different inputs in the reference "
+            "worker than in the candidate worker from the same seed; it must draw only from "
+            "torch's global generator"
+        }
+    try:
+        with torch.no_grad():
+            want = _task_runtime.as_tensors(model(*inputs))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except Exception as exc:
+        return {"reference_failed": f"the reference forward failed: {type(exc).__name__}: {exc}"}
+    if want is None:
+        return {"reference_failed": "the reference forward returned neither a tensor nor a tuple"}
+    try:
+        got = _exchange.read_outputs(request["exchange"], request.get("outputs"), device)
+    except _exchange.ExchangeError as exc:
+        return _verdict(False, _compare.INF, _compare.INF, str(exc))
+    passed, max_abs, max_rel, message = _compare.compare(
+        got, want, request["atol"], request["rtol"], request.get("dtype_tolerances")
+    )
+    return _verdict(passed, max_abs, max_rel, message)
+
+
+def _verdict(passed: bool, max_abs: float, max_rel: float, message: str) -> dict[str, Any]:
+    return {
+        "passed": passed,
+        "max_abs_error": max_abs,
+        "max_rel_error": max_rel,
+        "message": message,
+    }

@@ -1,0 +1,108 @@
+"""Running the (trusted) task module: load it, set its sizes, draw inputs, build the reference.
+
+Shared by both kinds of worker, so that the candidate worker and the reference worker build the
+same model and draw the same inputs from the same seed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class TaskError(Exception):
+    """The task module itself is broken (or refuses the requested sizes)."""
+
+
+def load_module(source: str, path: Path, name: str) -> types.ModuleType:
+    """Import ``source`` as module ``name`` from ``path`` (written first)."""
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.pop(name, None)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_task(source: str, path: Path) -> types.ModuleType:
+    try:
+        task = load_module(source, path, "cuda_agent_task")
+    except Exception as exc:
+        raise TaskError(f"the task module failed to import: {type(exc).__name__}: {exc}") from None
+    for attr in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(task, attr):
+            raise TaskError(f"the task module does not define {attr}")
+    return task
+
+
+def override_sizes(task: types.ModuleType, sizes: dict[str, int]) -> None:
+    """Set module-level problem sizes before anything reads them."""
+    for name, value in sizes.items():
+        current = getattr(task, name, None)
+        if type(current) is not int:
+            raise TaskError(f"the task has no integer size named {name!r}")
+        setattr(task, name, int(value))
+
+
+def build_reference(
+    task: types.ModuleType, device: torch.device, seed: int
+) -> tuple[torch.nn.Module, list[Any]]:
+    """The reference model and its init inputs, both drawn from ``seed``."""
+    try:
+        torch.manual_seed(seed)
+        init_inputs = list(task.get_init_inputs())
+        torch.manual_seed(seed)
+        reference = task.Model(*init_inputs).to(device).eval()
+    except Exception as exc:
+        raise TaskError(
+            f"the reference model construction failed: {type(exc).__name__}: {exc}"
+        ) from None
+    return reference, init_inputs
+
+
+def draw_inputs(
+    task: types.ModuleType, device: torch.device, seed: int, distribution: str = "normal"
+) -> list[Any]:
+    """``get_inputs()`` under ``seed``, moved to ``device``, redrawn from ``distribution``."""
+    try:
+        torch.manual_seed(seed)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+        return [_redistribute(x, distribution) for x in inputs]
+    except TaskError:
+        raise
+    except Exception as exc:
+        raise TaskError(f"the reference get_inputs() failed: {type(exc).__name__}: {exc}") from None
+
+
+def _redistribute(x: Any, distribution: str) -> Any:
+    """Floating inputs drawn from another value distribution (same shape, dtype, device).
+
+    ``normal`` leaves get_inputs' values; ``heavy_tailed`` draws Student-t with 2 degrees of
+    freedom (rare huge values); ``large`` scales by 1000; ``tiny`` by 1e-3.
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or distribution == "normal":
+        return x
+    if distribution == "large":
+        return x * 1e3
+    if distribution == "tiny":
+        return x * 1e-3
+    if distribution == "heavy_tailed":
+        # The global RNG was seeded from the trial seed in draw_inputs: reproducible.
+        t = torch.distributions.StudentT(2.0).sample(x.shape)
+        return t.to(dtype=x.dtype, device=x.device)
+    raise TaskError(f"unknown input distribution {distribution!r}")
+
+
+def as_tensors(output: Any) -> list[torch.Tensor] | None:
+    """A forward's output as a list of tensors, or None if it is not a tensor or a tuple."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, list | tuple) and all(isinstance(o, torch.Tensor) for o in output):
+        return list(output)
+    return None
