@@ -74,3 +74,28 @@ def test_pytorch_only_candidate_is_rejected_on_cuda(sandbox):
     cheat = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     result = sandbox.evaluate(relu, cheat)
     assert result.status == "rejected" and "no_custom_kernel" in result.flags
+
+
+def test_documented_gpu_formats_pass_and_are_counted():
+    """load_inline, Triton and work-directory candidates (the documented examples) pass; a
+    Triton candidate that never launches its kernel is rejected."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from cuda_agent.kernel_sandbox import Deadlines
+    from cuda_agent.kernel_sandbox.candidates import EXAMPLES
+
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    config = SandboxConfig(
+        backend="cuda", workers=1, time_compile=False, deadlines=Deadlines(load=600.0)
+    )
+    with Sandbox(config) as sb:
+        for example in ("triton_relu.py", "load_inline_cuda.py", "workdir_cuda"):
+            result = sb.evaluate(relu, EXAMPLES / example)
+            assert result.status == "ok", f"{example}: {result.message}"
+            assert result.max_abs_error == 0.0
+        decoy = (EXAMPLES / "triton_relu.py").read_text()
+        decoy = decoy.replace(
+            "relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)", "out = torch.relu(x)"
+        )
+        result = sb.evaluate(relu, decoy)
+        assert result.status == "rejected" and "no_custom_kernel" in result.flags

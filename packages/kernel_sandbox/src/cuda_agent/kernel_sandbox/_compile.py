@@ -22,12 +22,13 @@ DEFAULT_C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
 _MAX_LOG_LINES = 25
 
 
-def cache_dir() -> Path:
-    """Where compiled kernels live: ``$CUDA_AGENT_CACHE`` or ``~/.cache/cuda-agent``."""
+def cache_dir(kind: str = "kernels") -> Path:
+    """Where compiled artefacts of ``kind`` live, under ``$CUDA_AGENT_CACHE`` (default
+    ``~/.cache/cuda-agent``): shared by every worker and every run."""
     root = os.environ.get("CUDA_AGENT_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "cuda-agent"
     )
-    path = Path(root) / "kernels"
+    path = Path(root) / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
 

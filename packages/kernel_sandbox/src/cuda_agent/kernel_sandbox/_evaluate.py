@@ -9,6 +9,7 @@ parent (``Check``), which answers with the verdict.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import traceback
 import types
@@ -19,8 +20,9 @@ from typing import Any
 import torch
 
 from . import _compare, _exchange, _extension_hooks, _task_runtime, launch
-from ._task_runtime import TaskError
+from ._task_runtime import TaskFailure
 from ._timing import time_interleaved
+from .candidates import kernel_sources
 from .errors import CompileError
 
 Phase = Callable[[str], None]
@@ -53,11 +55,12 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         try:
             task = _task_runtime.load_task(job["task"], workdir / "reference.py")
             _task_runtime.override_sizes(task, job.get("sizes") or {})
-        except TaskError as exc:
+        except TaskFailure as exc:
             raise _reference_failed(exc) from None
-        _extension_hooks.install()  # load_inline extensions count as custom kernels
+        _extension_hooks.install()  # load_inline extensions: cached, counted
         t0 = time.perf_counter()
-        candidate = _load_candidate(job["candidate"], workdir / "model_new.py")
+        candidate = _load_candidate(job["candidate"], workdir, cfg["backend"])
+        _extension_hooks.count_triton_launches()
         result["build_seconds"] = time.perf_counter() - t0
         reference, model_new = _build_models(task, candidate, device, cfg["seed"])
         trial = _Trials(task, model_new, device, cfg, job["exchange"], check)
@@ -98,9 +101,18 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
 
 
 # ------------------------------------------------------------------------------------ loading
-def _load_candidate(source: str, path: Path) -> types.ModuleType:
+def _load_candidate(
+    candidate: str | dict[str, str], workdir: Path, backend: str
+) -> types.ModuleType:
+    """Import the candidate: module source, or a work directory whose kernels are built first."""
+    sys.modules.pop("cuda_extension", None)
+    if isinstance(candidate, dict):
+        source = _prepare_work_directory(candidate, workdir, backend)
+    else:
+        source = candidate
+    sys.path.insert(0, str(workdir))  # model_new.py may import its own helper modules
     try:
-        module = _task_runtime.load_module(source, path, "model_new")
+        module = _task_runtime.load_module(source, workdir / "model_new.py", "model_new")
     except CompileError as exc:
         raise _Verdict("compile_error", str(exc)) from None
     except SyntaxError as exc:
@@ -109,9 +121,37 @@ def _load_candidate(source: str, path: Path) -> types.ModuleType:
         ) from None
     except Exception as exc:
         raise _Verdict("runtime_error", "importing model_new.py failed:\n" + _trim(exc)) from None
+    finally:
+        sys.path.remove(str(workdir))
     if not hasattr(module, "ModelNew"):
         raise _Verdict("compile_error", "model_new.py does not define class ModelNew")
     return module
+
+
+def _prepare_work_directory(files: dict[str, str], workdir: Path, backend: str) -> str:
+    """Write a work directory's files and build its ``kernels/`` into ``cuda_extension``."""
+    for name, text in files.items():
+        path = workdir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    sources = kernel_sources(files)
+    with_cuda = any(s.endswith(".cu") for s in sources)
+    if with_cuda and backend != "cuda":
+        raise _Verdict(
+            "compile_error",
+            "kernels/*.cu files need the CUDA backend; on the CPU backend write the kernels "
+            "as kernels/*.cpp",
+        )
+    if sources:
+        try:
+            _extension_hooks.build_work_directory(workdir, sources, with_cuda)
+        except CompileError as exc:
+            raise _Verdict("compile_error", str(exc)) from None
+        except Exception as exc:
+            raise _Verdict(
+                "runtime_error", f"loading the built extension failed: {type(exc).__name__}: {exc}"
+            ) from None
+    return files["model_new.py"]
 
 
 def _reference_failed(reason: object) -> _Verdict:
@@ -125,7 +165,7 @@ def _build_models(
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
     try:
         reference, init_inputs = _task_runtime.build_reference(task, device, seed)
-    except TaskError as exc:
+    except TaskFailure as exc:
         raise _reference_failed(exc) from None
     torch.manual_seed(seed)
     try:
@@ -177,7 +217,7 @@ class _Trials:
             inputs = _task_runtime.draw_inputs(
                 self.task, self.device, step["seed"], self.cfg.get("distribution", "normal")
             )
-        except TaskError as exc:
+        except TaskFailure as exc:
             raise _reference_failed(exc) from None
         prints = _compare.fingerprint(inputs)
         pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -228,7 +268,7 @@ def _check_config(task, candidate, trial: _Trials, index: int, step: dict[str, A
             trial.run(index, step)
         finally:
             trial.model_new = main_model
-    except TaskError as exc:
+    except TaskFailure as exc:
         raise _reference_failed(exc) from None
     finally:
         _task_runtime.override_sizes(task, saved)

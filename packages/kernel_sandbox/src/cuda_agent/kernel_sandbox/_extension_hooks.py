@@ -1,18 +1,48 @@
-"""Counting calls into C++/CUDA extensions built by ``torch.utils.cpp_extension``.
+"""``torch.utils.cpp_extension`` as candidates see it: cached builds, counted calls.
 
-KernelBench-style candidates build their kernels with ``load_inline`` (or ``load``) instead of
-the sandbox's launcher. The worker installs these hooks before importing a candidate, so every
-call of a function of such an extension counts as a custom-kernel launch, exactly like a
-``cpu_kernel`` / ``cuda_kernel`` call: a candidate that builds an extension but computes with
-PyTorch is still caught by the no-custom-kernel check.
+KernelBench-style candidates build their kernels with ``load_inline`` (or ``load``). The worker
+installs these hooks before importing a candidate:
+
+- **Content-addressed build cache.** Each extension is built in a directory named by a hash of
+  everything that decides the binary (name, sources, flags, torch / CUDA / Python versions, GPU
+  architecture) under the shared cache (``$CUDA_AGENT_CACHE/extensions``). The same extension
+  asked for again, by any worker, in any run, is only loaded: no compiler runs. A file lock per
+  directory makes concurrent builds of one extension build it once; a build killed at its
+  deadline leaves no lock that would stall the next one.
+- **Faster misses.** In extensions with CUDA sources, optimisation flags for *host* code
+  (``-O2``/``-O3`` in ``extra_cflags``, and ``-O`` levels given to ``nvcc``, which apply to
+  host code only) are dropped unless ``CUDA_AGENT_HOST_OPT=1``: there the host side is a thin
+  wrapper around a kernel launch, and optimising torch's headers is much of its compile time.
+  Device code keeps full optimisation (``ptxas`` defaults to ``-O3``). C++-only extensions (the
+  CPU backend, where the C++ *is* the kernel) keep their flags.
+- **Compiler errors as compile errors.** A failed build becomes a ``CompileError`` whose text
+  is trimmed to ``file:line: error: message`` lines, not the harness's traceback.
+- **Counted calls.** Every call of a function of such an extension counts as a custom-kernel
+  launch, exactly like a ``cpu_kernel`` / ``cuda_kernel`` call: a candidate that builds an
+  extension but computes with PyTorch is still caught by the no-custom-kernel check.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import hashlib
+import inspect
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from . import launch
+from ._compile import cache_dir, trim_compiler_log
+from .errors import CompileError
+
+_HOST_OPT = re.compile(r"^-O[0-9sgz]?$|^--optimize(=.*)?$")
 
 
 class _CountingExtension:
@@ -42,23 +72,165 @@ class _CountingExtension:
         return f"<counted extension {self._module!r}>"
 
 
-def install() -> None:
-    """Wrap ``load_inline`` and ``load`` so the modules they return count their calls.
+def _without_host_opt(flags: Any) -> Any:
+    if os.environ.get("CUDA_AGENT_HOST_OPT") == "1" or not isinstance(flags, list | tuple):
+        return flags
+    return [f for f in flags if not (isinstance(f, str) and _HOST_OPT.match(f))]
 
-    Importing cpp_extension is cheap; compilation happens only if the candidate calls them.
-    """
+
+def _build_key(kind: str, arguments: dict[str, Any]) -> str:
+    import torch
+
+    payload = dict(arguments)
+    if kind == "load":  # sources are paths: hash what they and the headers beside them hold
+        sources = payload.get("sources")
+        paths = [sources] if isinstance(sources, str) else list(sources or [])
+        payload["sources"] = [[os.path.basename(p), _digest(Path(p))] for p in paths]
+        folders = {Path(p).parent for p in paths} | {
+            Path(p) for p in payload.get("extra_include_paths") or []
+        }
+        payload["headers"] = sorted(
+            [str(h), _digest(h)] for folder in folders for h in _headers(folder)
+        )
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    if not arch and torch.cuda.is_available():
+        arch = ".".join(map(str, torch.cuda.get_device_capability()))
+    identity = [
+        kind,
+        payload,
+        torch.__version__,
+        torch.version.cuda,
+        arch,
+        sys.version_info[:2],
+        platform.machine(),
+        os.environ.get("CUDA_AGENT_HOST_OPT", ""),
+    ]
+    text = json.dumps(identity, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _headers(folder: Path) -> list[Path]:
+    """Header files directly in ``folder`` (none if it is missing or is a large tree such as a
+    library's include directory, whose contents are versioned by other means)."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    if len(entries) > 200:
+        return []
+    return sorted(p for p in entries if p.suffix in (".h", ".cuh", ".hpp", ".inc") and p.is_file())
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """Hold the directory's build lock. ``fcntl`` locks vanish with their process, so unlike
+    torch's own lock file, a build killed at a deadline cannot leave the directory locked; any
+    torch lock file found while we hold ours is such a leftover, and is removed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".cuda-agent.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        (directory / "lock").unlink(missing_ok=True)
+        yield
+
+
+def _has_cuda(kind: str, arguments: dict[str, Any]) -> bool:
+    if arguments.get("with_cuda"):
+        return True
+    if kind == "load_inline":
+        return bool(arguments.get("cuda_sources"))
+    sources = arguments.get("sources")
+    paths = [sources] if isinstance(sources, str) else list(sources or [])
+    return any(str(p).endswith((".cu", ".cuh")) for p in paths)
+
+
+def _cached_loader(kind: str, original: Any) -> Any:
     import torch.utils.cpp_extension as cpp_extension
 
-    for name in ("load_inline", "load"):
-        original = getattr(cpp_extension, name)
-        if getattr(original, "_cuda_agent_counted", False):
+    signature = inspect.signature(original)
+
+    def loader(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        arguments = dict(bound.arguments)
+        if _has_cuda(kind, arguments):
+            for name in ("extra_cflags", "extra_cuda_cflags"):
+                if name in arguments:
+                    arguments[name] = _without_host_opt(arguments[name])
+        arguments.pop("build_directory", None)
+        arguments.pop("verbose", None)
+        try:
+            key = _build_key(kind, arguments)
+        except OSError as exc:
+            raise CompileError(f"{kind}: cannot read a source file: {exc}") from None
+        name = re.sub(r"[^A-Za-z0-9_]", "_", str(arguments.get("name", "ext")))[:40]
+        directory = cache_dir("extensions") / f"{name}-{key}"
+        with _exclusive(directory):
+            # torch renames an extension rebuilt under a known name (name_v1, ...) and would
+            # rebuild a cached one; each directory holds one content, so start from version 0.
+            cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(arguments.get("name"), None)
+            try:
+                module = original(**arguments, build_directory=str(directory))
+            except RuntimeError as exc:
+                text = str(exc)
+                if "Error building extension" not in text:
+                    raise
+                log = trim_compiler_log(text, str(directory))
+                raise CompileError(f"{kind} failed to build the extension:\n{log}", log) from None
+        # is_python_module=False returns None or a path: nothing to wrap.
+        return _CountingExtension(module) if hasattr(module, "__dict__") else module
+
+    loader._cuda_agent_hooked = True  # type: ignore[attr-defined]
+    functools.update_wrapper(loader, original)
+    return loader
+
+
+def count_triton_launches() -> None:
+    """Count launches of ``@triton.jit`` kernels as custom-kernel launches, if the candidate
+    imported Triton. (Kernels that ``torch.compile`` generates are launched another way and are
+    not counted: they are PyTorch's compute, not the candidate's.)"""
+    triton_jit = sys.modules.get("triton.runtime.jit")
+    jit_function = getattr(triton_jit, "JITFunction", None)
+    if jit_function is None or getattr(jit_function.run, "_cuda_agent_hooked", False):
+        return
+    original = jit_function.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("warmup"):
+            launch._count_launch()
+        return original(self, *args, **kwargs)
+
+    run._cuda_agent_hooked = True  # type: ignore[attr-defined]
+    functools.update_wrapper(run, original)
+    jit_function.run = run
+
+
+def build_work_directory(root: Path, sources: list[str], with_cuda: bool) -> Any:
+    """Build a work directory's ``kernels/`` into the extension ``cuda_extension`` (cached)
+    and make ``import cuda_extension`` return it."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    module = cpp_extension.load(
+        name="cuda_extension",
+        sources=[str(root / s) for s in sources],
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3", "--use_fast_math"],
+        extra_include_paths=[str(root / "kernels")],
+        with_cuda=with_cuda,
+    )
+    sys.modules["cuda_extension"] = module
+    return module
+
+
+def install() -> None:
+    """Wrap ``load_inline`` and ``load`` (cached, counted). Importing cpp_extension is cheap;
+    compilation happens only if the candidate calls them."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    for kind in ("load_inline", "load"):
+        original = getattr(cpp_extension, kind)
+        if getattr(original, "_cuda_agent_hooked", False):
             continue
-
-        def counted_loader(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            module = _original(*args, **kwargs)
-            # is_python_module=False returns None or a path: nothing to wrap.
-            return _CountingExtension(module) if hasattr(module, "__dict__") else module
-
-        counted_loader._cuda_agent_counted = True  # type: ignore[attr-defined]
-        functools.update_wrapper(counted_loader, original)
-        setattr(cpp_extension, name, counted_loader)
+        setattr(cpp_extension, kind, _cached_loader(kind, original))

@@ -51,7 +51,7 @@ def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
         # Module-level sizes are read by get_inputs: set them for this entry again.
         _task_runtime.override_sizes(task, request["sizes"])
         inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
-    except _task_runtime.TaskError as exc:
+    except _task_runtime.TaskFailure as exc:
         return {"reference_failed": str(exc)}
     if not _compare.same_fingerprint(_compare.fingerprint(inputs), request.get("inputs") or []):
         return {

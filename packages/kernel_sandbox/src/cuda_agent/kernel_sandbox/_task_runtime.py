@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 
-class TaskError(Exception):
+class TaskFailure(Exception):
     """The task module itself is broken (or refuses the requested sizes)."""
 
 
@@ -34,10 +34,12 @@ def load_task(source: str, path: Path) -> types.ModuleType:
     try:
         task = load_module(source, path, "cuda_agent_task")
     except Exception as exc:
-        raise TaskError(f"the task module failed to import: {type(exc).__name__}: {exc}") from None
+        raise TaskFailure(
+            f"the task module failed to import: {type(exc).__name__}: {exc}"
+        ) from None
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(task, attr):
-            raise TaskError(f"the task module does not define {attr}")
+            raise TaskFailure(f"the task module does not define {attr}")
     return task
 
 
@@ -46,7 +48,7 @@ def override_sizes(task: types.ModuleType, sizes: dict[str, int]) -> None:
     for name, value in sizes.items():
         current = getattr(task, name, None)
         if type(current) is not int:
-            raise TaskError(f"the task has no integer size named {name!r}")
+            raise TaskFailure(f"the task has no integer size named {name!r}")
         setattr(task, name, int(value))
 
 
@@ -60,7 +62,7 @@ def build_reference(
         torch.manual_seed(seed)
         reference = task.Model(*init_inputs).to(device).eval()
     except Exception as exc:
-        raise TaskError(
+        raise TaskFailure(
             f"the reference model construction failed: {type(exc).__name__}: {exc}"
         ) from None
     return reference, init_inputs
@@ -74,10 +76,12 @@ def draw_inputs(
         torch.manual_seed(seed)
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
         return [_redistribute(x, distribution) for x in inputs]
-    except TaskError:
+    except TaskFailure:
         raise
     except Exception as exc:
-        raise TaskError(f"the reference get_inputs() failed: {type(exc).__name__}: {exc}") from None
+        raise TaskFailure(
+            f"the reference get_inputs() failed: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _redistribute(x: Any, distribution: str) -> Any:
@@ -96,7 +100,7 @@ def _redistribute(x: Any, distribution: str) -> Any:
         # The global RNG was seeded from the trial seed in draw_inputs: reproducible.
         t = torch.distributions.StudentT(2.0).sample(x.shape)
         return t.to(dtype=x.dtype, device=x.device)
-    raise TaskError(f"unknown input distribution {distribution!r}")
+    raise TaskFailure(f"unknown input distribution {distribution!r}")
 
 
 def as_tensors(output: Any) -> list[torch.Tensor] | None:

@@ -28,6 +28,7 @@ from typing import Any
 from . import _exchange
 from ._jobs import Broker, compose, plan_checks
 from ._pool import Worker, WorkerDied
+from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
 from .tasks import Task
@@ -78,13 +79,14 @@ class Sandbox:
     def evaluate(
         self,
         task: Task,
-        candidate: str,
+        candidate: Candidate,
         *,
         sizes: Mapping[str, int] | None = None,
         distribution: str = "normal",
         measure_time: bool = True,
     ) -> EvalResult:
-        """Build, verify and time ``candidate`` (a ``ModelNew`` module source) on ``task``.
+        """Build, verify and time ``candidate`` on ``task``: a ``ModelNew`` module's source, or a
+        path (a module file or a work directory), or a mapping of work-directory files.
 
         ``sizes`` overrides the task's module-level integer sizes, ``distribution`` redraws
         floating inputs (``normal``, ``heavy_tailed``, ``large``, ``tiny``), and
@@ -96,10 +98,9 @@ class Sandbox:
             raise ValueError(
                 f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
             )
-        if not isinstance(candidate, str):
-            raise TypeError(f"candidate must be module source text, not {type(candidate).__name__}")
+        source = read_candidate(candidate)
         started = time.perf_counter()
-        job = self._job(task, candidate, sizes, distribution, measure_time)
+        job = self._job(task, source, sizes, distribution, measure_time)
         slot = self._idle.get()
         try:
             job["exchange"] = slot.exchange
@@ -123,12 +124,12 @@ class Sandbox:
             self._idle.put(slot)
         return _with_wall_time(result, time.perf_counter() - started)
 
-    def evaluate_many(self, jobs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
+    def evaluate_many(self, jobs: Iterable[tuple[Task, Candidate]]) -> list[EvalResult]:
         """Evaluate many (task, candidate) pairs concurrently; results in input order."""
         futures = [self._executor.submit(self.evaluate, task, cand) for task, cand in jobs]
         return [f.result() for f in futures]
 
-    async def evaluate_async(self, task: Task, candidate: str) -> EvalResult:
+    async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         """``evaluate`` for asyncio code (runs on the pool's threads)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.evaluate, task, candidate)
@@ -136,7 +137,7 @@ class Sandbox:
     def _job(
         self,
         task: Task,
-        candidate: str,
+        candidate: str | dict[str, str],
         sizes: Mapping[str, int] | None,
         distribution: str,
         measure_time: bool,

@@ -1,0 +1,99 @@
+"""``load_inline`` candidates: built once into the shared content-addressed cache, reused by
+fresh workers, and compiler errors reported as trimmed compile errors (CPU backend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, Task, builtin_tasks
+from cuda_agent.kernel_sandbox.candidates import EXAMPLES, read_candidate
+
+pytestmark = pytest.mark.slow
+
+CANDIDATE = r'''
+import torch
+from torch import nn
+from torch.utils.cpp_extension import load_inline
+
+source = """
+#include <torch/extension.h>
+torch::Tensor relu_cpu(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+"""
+ext = load_inline(
+    name="relu_ext", cpp_sources=source, functions=["relu_cpu"], extra_cflags=["-O3"]
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_cpu(x.contiguous())
+'''
+
+
+@pytest.fixture
+def relu() -> Task:
+    return next(t for t in builtin_tasks() if t.name == "relu")
+
+
+def _config() -> SandboxConfig:
+    return SandboxConfig(backend="cpu", workers=1, repeats=3, deadlines=Deadlines(load=400.0))
+
+
+def test_an_extension_is_built_once_and_reused_by_fresh_workers(relu, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    with Sandbox(_config()) as sandbox:
+        first = sandbox.evaluate(relu, CANDIDATE)
+    assert first.status == "ok", first.message
+    (build_dir,) = (tmp_path / "extensions").iterdir()
+    assert build_dir.name.startswith("relu_ext-")
+    (library,) = build_dir.glob("*.so")
+    built_at = library.stat().st_mtime_ns
+
+    with Sandbox(_config()) as sandbox:  # new worker processes, same cache
+        again = sandbox.evaluate(relu, CANDIDATE)
+        other = sandbox.evaluate(relu, CANDIDATE.replace("> 0.f", ">= 0.f"))
+    assert again.status == "ok" and other.status == "ok", (again.message, other.message)
+    assert library.stat().st_mtime_ns == built_at  # loaded, not rebuilt
+    # A different source is a different entry; the first one is untouched.
+    assert len(list((tmp_path / "extensions").iterdir())) == 2
+
+
+def test_compiler_errors_are_trimmed_to_file_line_and_message(relu, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    broken = CANDIDATE.replace("return out;", "return undefined_name;")
+    with Sandbox(_config()) as sandbox:
+        result = sandbox.evaluate(relu, broken)
+        assert result.status == "compile_error", result.message
+        assert "main.cpp:" in result.message and "undefined_name" in result.message
+        assert "Traceback" not in result.message and str(tmp_path) not in result.message
+        # The failed build leaves nothing behind that blocks the fixed candidate.
+        assert sandbox.evaluate(relu, CANDIDATE).status == "ok"
+
+
+def test_documented_cpu_examples_pass(relu, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    with Sandbox(_config()) as sandbox:
+        inline = sandbox.evaluate(relu, EXAMPLES / "load_inline_cpu.py")
+        workdir = sandbox.evaluate(relu, EXAMPLES / "workdir_cpu")  # a work directory path
+        assert inline.status == "ok", inline.message
+        assert workdir.status == "ok", workdir.message
+        # The same directory as a mapping of files; a kernel that is built but bypassed is
+        # still caught by the no-custom-kernel check.
+        files = read_candidate(EXAMPLES / "workdir_cpu")
+        assert isinstance(files, dict)
+        decoy = dict(files)
+        decoy["model_new.py"] = files["model_new.py"].replace(
+            "cuda_extension.relu_forward(x.contiguous())", "torch.relu(x)"
+        )
+        result = sandbox.evaluate(relu, decoy)
+        assert result.status == "rejected" and "no_custom_kernel" in result.flags
+        # CUDA sources on the CPU backend: a compile error that says what to do.
+        cuda_files = read_candidate(EXAMPLES / "workdir_cuda")
+        result = sandbox.evaluate(relu, cuda_files)
+        assert result.status == "compile_error" and "kernels/*.cpp" in result.message
