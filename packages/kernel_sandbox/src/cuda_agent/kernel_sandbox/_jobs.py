@@ -9,11 +9,17 @@ passed them, come from the parent's record.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
+import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._compile import cache_dir
 from ._pool import Worker, WorkerDied
 from .config import SandboxConfig
 from .result import EvalResult, TrialOutcome
@@ -158,3 +164,73 @@ def compose(raw: dict[str, Any], broker: Broker, task: Task, backend: str) -> Ev
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not math.isnan(value) else math.inf
+
+
+class BaselineCache:
+    """``torch.compile`` baselines (with the eager time measured beside them) per task, sizes,
+    GPU model and torch version, in memory and as JSON files under
+    ``$CUDA_AGENT_CACHE/baselines``. Only the parent writes them, from a reference worker's
+    measurement, so no candidate can plant a slow baseline."""
+
+    def __init__(self) -> None:
+        self._memory: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(job: dict[str, Any], identity: Mapping[str, str]) -> str:
+        cfg = job["config"]
+        text = json.dumps(
+            [cfg["task_digest"], job["sizes"], identity.get("device"), identity.get("torch")],
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def get(self, job: dict[str, Any], reference: Worker) -> dict[str, float] | None:
+        """The job's baseline: cached, or measured now by ``reference`` (None if that failed)."""
+        if not reference.alive():
+            reference.start()
+        key = self.key(job, reference.identity)
+        with self._lock:
+            if key in self._memory:
+                return self._memory[key]
+        path = cache_dir("baselines") / f"{key}.json"
+        with contextlib.suppress(OSError, ValueError):
+            found = json.loads(path.read_text())
+            if _is_baseline(found):
+                with self._lock:
+                    self._memory[key] = found
+                return found
+        cfg = job["config"]
+        request = {
+            "kind": "baseline",
+            "task": job["task"],
+            "task_digest": cfg["task_digest"],
+            "sizes": job["sizes"],
+            "seed": job["checks"][0]["seed"],
+            "model_seed": cfg["seed"],
+            "device": cfg["device"],
+            "warmup": cfg["warmup"],
+            "repeats": cfg["repeats"],
+            "timing_budget_s": cfg["timing_budget_s"],
+        }
+        try:
+            measured = reference.run(request)
+        except WorkerDied:
+            return None
+        if not _is_baseline(measured):
+            return None
+        staged = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with contextlib.suppress(OSError):
+            staged.write_text(json.dumps(measured))
+            os.replace(staged, path)
+        with self._lock:
+            self._memory[key] = measured
+        return measured
+
+
+def _is_baseline(data: Any) -> bool:
+    names = ("eager_ms", "eager_spread_ms", "compile_ms", "compile_spread_ms")
+    return isinstance(data, dict) and all(
+        isinstance(data.get(n), int | float) and math.isfinite(data[n]) and data[n] >= 0
+        for n in names
+    )

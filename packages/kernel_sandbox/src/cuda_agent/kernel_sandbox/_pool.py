@@ -50,6 +50,7 @@ class Worker:
         self.jobs_done = 0
         self._buffer = b""
         self.network_isolated = False
+        self.identity: dict[str, str] = {}
 
     # ------------------------------------------------------------------------- lifecycle
     def _env(self) -> dict[str, str]:
@@ -57,6 +58,7 @@ class Worker:
         threads = str(self.config.threads_per_worker)
         env.update(
             CUDA_AGENT_THREADS=threads,
+            CUDA_AGENT_BACKEND=self.config.backend,
             OMP_NUM_THREADS=threads,
             CUDA_AGENT_MAX_OUTPUT=str(self.config.max_output_bytes),
             CUDA_AGENT_MAX_MEMORY=str(
@@ -92,6 +94,8 @@ class Worker:
             self.kill()
             raise WorkerDied(f"worker sent {message!r} instead of ready")
         self.network_isolated = bool(message.get("network_isolated"))
+        # What baselines measured by this worker depend on (see _jobs.baseline_key).
+        self.identity = {"torch": str(message.get("torch")), "device": str(message.get("device"))}
 
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""

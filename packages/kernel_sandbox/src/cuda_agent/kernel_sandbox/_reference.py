@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from . import _compare, _exchange, _task_runtime
+from ._timing import time_interleaved
 
 _MODELS: OrderedDict[str, tuple[types.ModuleType, torch.nn.Module]] = OrderedDict()
 _MAX_MODELS = 4
@@ -84,4 +85,42 @@ def _verdict(passed: bool, max_abs: float, max_rel: float, message: str) -> dict
         "max_abs_error": max_abs,
         "max_rel_error": max_rel,
         "message": message,
+    }
+
+
+def baseline(request: dict[str, Any], home: Path) -> dict[str, Any]:
+    """Time the eager reference and ``torch.compile`` of it, interleaved, on one input draw.
+
+    Runs in the trusted reference worker, so a cached baseline cannot be forged by a candidate.
+    Returns median times and spreads in ms, or ``error``.
+    """
+    device = torch.device(request["device"])
+    try:
+        task, model = _model(request, home)
+        _task_runtime.override_sizes(task, request["sizes"])
+        inputs = _task_runtime.draw_inputs(task, device, request["seed"])
+        compiled = torch.compile(model)
+
+        def eager_call() -> object:
+            with torch.no_grad():
+                return model(*inputs)
+
+        def compile_call() -> object:
+            with torch.no_grad():
+                return compiled(*inputs)
+
+        eager, comp = time_interleaved(
+            [eager_call, compile_call],
+            device=device,
+            warmup=request["warmup"],
+            repeats=request["repeats"],
+            budget_s=request["timing_budget_s"],
+        )
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "eager_ms": eager.median_ms,
+        "eager_spread_ms": eager.spread_ms,
+        "compile_ms": comp.median_ms,
+        "compile_spread_ms": comp.spread_ms,
     }

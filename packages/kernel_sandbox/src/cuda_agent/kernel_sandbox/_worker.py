@@ -6,7 +6,8 @@ anything the candidate prints (or reads) cannot corrupt the protocol.
 
 The same program serves both kinds of worker. A *candidate* job (``kind`` absent) loads and
 runs candidate code (``_evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
-only task code and judges one trial's outputs (``_reference.check``).
+only task code and judges one trial's outputs (``_reference.check``), and a *baseline* job
+times the eager and ``torch.compile`` reference (``_reference.baseline``).
 
 Messages we send: ``{"type": "ready"}``; ``{"type": "phase", "phase": ...}`` when a phase
 with its own deadline starts; ``{"type": "check", "index": i, "outputs": [...], "inputs":
@@ -113,17 +114,23 @@ def main() -> None:
 
     torch.set_num_threads(threads)
     from ._evaluate import run_job
+    from ._reference import baseline as reference_baseline
     from ._reference import check as reference_check
 
     _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
 
-    _send(channel, {"type": "ready", "pid": os.getpid(), "network_isolated": isolated})
+    identity = {"torch": torch.__version__, "device": "cpu"}
+    if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
+        identity["device"] = torch.cuda.get_device_name(0)
+    ready = {"type": "ready", "pid": os.getpid(), "network_isolated": isolated, **identity}
+    _send(channel, ready)
     try:
         for line in inbox:
             job = json.loads(line)
-            if job.get("kind") == "reference":
+            if job.get("kind") in ("reference", "baseline"):
+                serve = reference_check if job["kind"] == "reference" else reference_baseline
                 try:
-                    answer = reference_check(job, home)
+                    answer = serve(job, home)
                 except Exception as exc:  # a harness bug: report it, keep serving
                     answer = {"reference_failed": f"{type(exc).__name__}: {exc}"}
                 _send(channel, {"type": "result", "result": answer, "retire": False})

@@ -42,6 +42,9 @@ class SandboxConfig:
     repeats: int = 30
     timing_budget_s: float = 2.0  # stop repeating a measurement early past this budget
     time_compile: bool | None = None  # time torch.compile too (None = only on CUDA)
+    # Keep torch.compile baselines on disk per (task, sizes, GPU, torch version), timed once
+    # by a reference worker; later jobs time only candidate and eager (no 10 s compile).
+    cache_baselines: bool = True
     require_custom_kernel: bool = True  # reject candidates that never launch a kernel
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from . import _exchange
-from ._jobs import Broker, compose, plan_checks
+from ._jobs import BaselineCache, Broker, compose, plan_checks
 from ._pool import Worker, WorkerDied
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
@@ -70,6 +70,7 @@ class Sandbox:
         )
         self._closed = False
         self._lock = threading.Lock()
+        self._baselines = BaselineCache()
 
     @property
     def backend(self) -> str:
@@ -104,6 +105,10 @@ class Sandbox:
         slot = self._idle.get()
         try:
             job["exchange"] = slot.exchange
+            cfg = self.config
+            if measure_time and cfg.time_compile and cfg.cache_baselines:
+                # None if the reference worker could not time it: then the candidate worker does.
+                job["config"]["compile_baseline"] = self._baselines.get(job, slot.reference)
             broker = Broker(job, slot.reference, slot.exchange)
             raw = slot.candidate.run(job, on_check=broker)
             extra = raw.get("extra")
