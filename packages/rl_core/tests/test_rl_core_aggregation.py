@@ -1,5 +1,6 @@
-"""Laws of the masked aggregations and the clip fraction."""
+"""Laws of the masked aggregations (padding, micro-batch splitting) and the clip fraction."""
 
+import itertools
 import math
 
 import pytest
@@ -8,16 +9,31 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuda_agent.rl_core import (
+    aggregate_loss,
+    aggregation_counts,
     clip_fraction,
     group_normalized_advantages,
     masked_seq_mean_token_mean,
+    masked_seq_mean_token_sum,
+    masked_seq_mean_token_sum_norm,
     masked_token_mean,
 )
 
 # torch's first calls (dispatch, vmap set-up) are slow: a deadline would make tests flaky.
-TORCH_SETTINGS = settings(deadline=None, max_examples=60)
+TORCH_SETTINGS = settings(deadline=None, max_examples=40)
 
-AGGREGATIONS = [masked_token_mean, masked_seq_mean_token_mean]
+MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+
+
+def _by_mode(mode: str):
+    def aggregate(values_bt: torch.Tensor, mask_bt: torch.Tensor) -> torch.Tensor:
+        return aggregate_loss(values_bt, mask_bt, mode, max_tokens=16)  # type: ignore[arg-type]
+
+    aggregate.__name__ = mode
+    return aggregate
+
+
+AGGREGATIONS = [_by_mode(mode) for mode in MODES]
 
 
 @st.composite
@@ -71,6 +87,12 @@ def test_token_mean_weighs_tokens_and_seq_mean_weighs_sequences(
     torch.testing.assert_close(masked_seq_mean_token_mean(values_bt, mask_bt), expected_seq)
     full_bt = torch.ones_like(mask_bt)
     torch.testing.assert_close(masked_seq_mean_token_mean(values_bt, full_bt), values_bt.mean())
+    seq_sums = [row[m].sum() for row, m in zip(values_bt, mask_bt, strict=True) if m.any()]
+    expected_sum = torch.stack(seq_sums).mean() if seq_sums else expected_token
+    torch.testing.assert_close(masked_seq_mean_token_sum(values_bt, mask_bt), expected_sum)
+    torch.testing.assert_close(
+        masked_seq_mean_token_sum_norm(values_bt, mask_bt, max_tokens=8), expected_sum / 8
+    )
 
 
 @TORCH_SETTINGS
@@ -113,3 +135,45 @@ def test_no_input_is_mutated(data: tuple[torch.Tensor, torch.Tensor]) -> None:
 def test_mask_shape_mistake_raises() -> None:
     with pytest.raises(ValueError, match="mask_bt"):
         masked_token_mean(torch.zeros(2, 3), torch.ones(2, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@TORCH_SETTINGS
+@given(data=values_and_mask(), cuts=st.lists(st.integers(0, 4), max_size=3), st_data=st.data())
+def test_micro_batches_with_global_counts_sum_to_the_whole_batch(
+    mode: str, data: tuple[torch.Tensor, torch.Tensor], cuts: list[int], st_data: st.DataObject
+) -> None:
+    """Split the batch anywhere (empty parts too), trim or pad each part to its own width as
+    a data loader would, aggregate each part with the whole batch's counts: the parts sum to
+    the whole. The same holds across data-parallel ranks once the counts are all-reduced."""
+    values_bt, mask_bt = data
+    batch = values_bt.shape[0]
+    bounds = [0, *sorted(min(c, batch) for c in cuts), batch]
+    counts = [aggregation_counts(mask_bt[lo:hi]) for lo, hi in itertools.pairwise(bounds)]
+    num_tokens = sum(c.num_tokens for c in counts)
+    num_sequences = sum(c.num_sequences for c in counts)
+    assert (num_tokens, num_sequences) == tuple(aggregation_counts(mask_bt))
+
+    def aggregate(v: torch.Tensor, m: torch.Tensor, **global_counts: torch.Tensor) -> torch.Tensor:
+        return aggregate_loss(v, m, mode, max_tokens=16, **global_counts)  # type: ignore[arg-type]
+
+    total = torch.zeros((), dtype=torch.float64)
+    for lo, hi in itertools.pairwise(bounds):
+        extra = st_data.draw(st.integers(0, 2))
+        part_values = torch.nn.functional.pad(values_bt[lo:hi], (0, extra), value=math.nan)
+        part_mask = torch.nn.functional.pad(mask_bt[lo:hi], (0, extra), value=False)
+        total = total + aggregate(
+            part_values, part_mask, num_tokens=num_tokens, num_sequences=num_sequences
+        )
+    torch.testing.assert_close(total, aggregate(values_bt, mask_bt))
+
+
+def test_dispatch_and_mistakes() -> None:
+    values_bt, mask_bt = torch.arange(6.0).reshape(2, 3), torch.ones(2, 3, dtype=torch.bool)
+    torch.testing.assert_close(aggregate_loss(values_bt, mask_bt, "token-mean"), values_bt.mean())
+    with pytest.raises(ValueError, match="max_tokens"):
+        aggregate_loss(values_bt, mask_bt, "seq-mean-token-sum-norm")
+    with pytest.raises(ValueError, match="token-mean"):
+        aggregate_loss(values_bt, mask_bt, "sum")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_tokens"):
+        masked_seq_mean_token_sum_norm(values_bt, mask_bt, max_tokens=0)

@@ -1,14 +1,19 @@
-"""Laws of the PPO clipped policy loss and the k3 KL estimate."""
+"""Laws of the policy losses (PPO clip, clip-higher, dual clip, GSPO) and the k3 estimate."""
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuda_agent.rl_core import approx_kl_k3, ppo_clipped_policy_loss
+from cuda_agent.rl_core import (
+    approx_kl_k3,
+    gspo_policy_loss,
+    masked_seq_mean_token_mean,
+    ppo_clipped_policy_loss,
+)
 
 # torch's first calls (dispatch, vmap set-up) are slow: a deadline would make tests flaky.
-TORCH_SETTINGS = settings(deadline=None, max_examples=60)
+TORCH_SETTINGS = settings(deadline=None, max_examples=40)
 
 EPS_LOW, EPS_HIGH = 0.2, 0.28
 
@@ -145,3 +150,134 @@ def test_no_input_is_mutated(inputs: tuple[torch.Tensor, torch.Tensor, torch.Ten
     approx_kl_k3(inputs[0], inputs[1])
     for x, copy, version in zip(inputs, copies, versions, strict=True):
         assert torch.equal(x, copy) and x._version == version
+
+
+# ---------------------------------------------------------------- dual clip
+
+
+@st.composite
+def far_ratio_inputs(draw: st.DrawFn) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Like `loss_inputs`, with log-ratios in [-1.5, 1.5]: ratios up to 4.5 cross dual_clip=3."""
+    b, t = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    n = b * t
+    logprobs_bt = torch.tensor(
+        draw(st.lists(st.floats(-5.0, 0.0), min_size=n, max_size=n)), dtype=torch.float64
+    ).reshape(b, t)
+    log_ratio_bt = torch.tensor(
+        draw(st.lists(st.floats(-1.5, 1.5), min_size=n, max_size=n)), dtype=torch.float64
+    ).reshape(b, t)
+    advantages_bt = torch.tensor(
+        draw(st.lists(st.floats(-3.0, 3.0), min_size=n, max_size=n)), dtype=torch.float64
+    ).reshape(b, t)
+    return logprobs_bt, logprobs_bt - log_ratio_bt, advantages_bt
+
+
+@TORCH_SETTINGS
+@given(inputs=far_ratio_inputs())
+def test_dual_clip_caps_negative_advantages_only(
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    logprobs_bt, old_bt, advantages_bt = inputs
+    plain_bt = ppo_clipped_policy_loss(logprobs_bt, old_bt, advantages_bt)
+    logprobs_bt = logprobs_bt.clone().requires_grad_(True)
+    dual_bt = ppo_clipped_policy_loss(logprobs_bt, old_bt, advantages_bt, dual_clip=3.0)
+    (grad_bt,) = torch.autograd.grad(dual_bt.sum(), logprobs_bt)
+    dual_bt = dual_bt.detach()
+    positive = advantages_bt >= 0
+    torch.testing.assert_close(dual_bt[positive], plain_bt[positive])
+    assert (dual_bt <= 3.0 * advantages_bt.abs() + 1e-12).all()
+    ratio_bt = torch.exp(logprobs_bt.detach() - old_bt)
+    capped = (advantages_bt < 0) & (ratio_bt > 3.0 + 1e-9)
+    assert (grad_bt[capped] == 0).all()
+    torch.testing.assert_close(dual_bt[~capped], plain_bt[~capped])
+
+
+def test_dual_clip_must_exceed_one() -> None:
+    with pytest.raises(ValueError, match="dual_clip"):
+        ppo_clipped_policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), dual_clip=1)
+
+
+# ---------------------------------------------------------------- GSPO
+
+
+@st.composite
+def gspo_inputs(
+    draw: st.DrawFn,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logprobs_bt, old_bt, advantages_b1, mask_bt) with small log-ratios, garbage padding."""
+    logprobs_bt, old_bt, _ = draw(loss_inputs())
+    b, t = logprobs_bt.shape
+    old_bt = logprobs_bt + (old_bt - logprobs_bt) * 1e-3  # log-ratios within 2e-3
+    mask_bt = torch.tensor(draw(st.lists(st.booleans(), min_size=b * t, max_size=b * t)))
+    mask_bt = mask_bt.reshape(b, t)
+    advantages = draw(st.lists(st.floats(-3.0, 3.0), min_size=b, max_size=b))
+    advantages_b1 = torch.tensor(advantages, dtype=torch.float64).reshape(b, 1)
+    logprobs_bt = torch.where(mask_bt, logprobs_bt, torch.tensor(float("nan"), dtype=torch.float64))
+    return logprobs_bt, old_bt, advantages_b1, mask_bt
+
+
+def gspo_grad(
+    logprobs_bt: torch.Tensor,
+    old_bt: torch.Tensor,
+    advantages_b1: torch.Tensor,
+    mask_bt: torch.Tensor,
+    **eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    logprobs_bt = logprobs_bt.clone().requires_grad_(True)
+    loss_bt = gspo_policy_loss(logprobs_bt, old_bt, advantages_b1, mask_bt, **eps)
+    loss = masked_seq_mean_token_mean(loss_bt, mask_bt)
+    (grad_bt,) = torch.autograd.grad(loss, logprobs_bt)
+    return loss_bt.detach(), grad_bt
+
+
+@TORCH_SETTINGS
+@given(inputs=gspo_inputs())
+def test_gspo_gradient_is_the_sequence_ratio_times_the_mean_token_gradient(
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    logprobs_bt, old_bt, advantages_b1, mask_bt = inputs
+    # A wide clip range never binds: grad = -s_b A_b m_bt / |y_b| / S.
+    loss_bt, grad_bt = gspo_grad(
+        logprobs_bt, old_bt, advantages_b1, mask_bt, eps_low=0.5, eps_high=0.5
+    )
+    lengths_b1 = mask_bt.sum(dim=-1, keepdim=True)
+    log_ratio_bt = torch.where(mask_bt, logprobs_bt - old_bt, 0)
+    seq_ratio_b1 = torch.exp(log_ratio_bt.sum(dim=-1, keepdim=True) / lengths_b1.clamp(min=1))
+    num_seqs = max(int((lengths_b1 > 0).sum()), 1)
+    expected_bt = -seq_ratio_b1 * advantages_b1 * mask_bt / lengths_b1.clamp(min=1) / num_seqs
+    torch.testing.assert_close(grad_bt, expected_bt)
+    torch.testing.assert_close(
+        loss_bt[mask_bt], (-seq_ratio_b1 * advantages_b1).expand_as(loss_bt)[mask_bt]
+    )
+
+
+@TORCH_SETTINGS
+@given(inputs=gspo_inputs())
+def test_gspo_clips_whole_sequences(
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    logprobs_bt, old_bt, advantages_b1, mask_bt = inputs
+    _, grad_bt = gspo_grad(logprobs_bt, old_bt, advantages_b1, mask_bt)
+    log_ratio_bt = torch.where(mask_bt, logprobs_bt - old_bt, 0)
+    seq_ratio_b = torch.exp(log_ratio_bt.sum(-1) / mask_bt.sum(-1).clamp(min=1))
+    a_b = advantages_b1[:, 0]
+    clipped_b = ((seq_ratio_b > 1 + 4e-4 + 1e-12) & (a_b > 0)) | (
+        (seq_ratio_b < 1 - 3e-4 - 1e-12) & (a_b < 0)
+    )
+    assert (grad_bt[clipped_b] == 0).all()
+    assert (grad_bt[~mask_bt] == 0).all()  # padding (NaN log-probs) gets no gradient
+
+
+@TORCH_SETTINGS
+@given(inputs=loss_inputs())
+def test_gspo_on_one_token_sequences_is_ppo(
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    logprobs_bt, old_bt, advantages_bt = inputs
+    logprobs_b1, old_b1 = logprobs_bt[:, :1], old_bt[:, :1]
+    advantages_b1 = advantages_bt[:, :1]
+    mask_b1 = torch.ones_like(logprobs_b1, dtype=torch.bool)
+    torch.testing.assert_close(
+        gspo_policy_loss(logprobs_b1, old_b1, advantages_b1, mask_b1, eps_low=0.2, eps_high=0.28),
+        ppo_clipped_policy_loss(logprobs_b1, old_b1, advantages_b1),
+    )

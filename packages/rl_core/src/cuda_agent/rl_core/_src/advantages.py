@@ -1,6 +1,16 @@
-"""Advantage estimators."""
+"""Advantage estimators: group baselines (GRPO, Dr. GRPO, RLOO), GAE, batch whitening.
+
+Shapes: `_gn` = `[num_groups, group_size]` (any leading dims; a group lies along the last),
+`_bt` = `[batch, time]`. Advantages are constants of the policy update: every estimator works
+on detached inputs and returns tensors without gradient history.
+"""
+
+from typing import NamedTuple
 
 import torch
+
+from cuda_agent.rl_core._src.aggregation import check_mask
+from cuda_agent.rl_core._src.scan import reverse_discounted_cumsum
 
 
 def group_normalized_advantages(
@@ -18,8 +28,123 @@ def group_normalized_advantages(
     advantages, since nothing in it is better than its peers. Dr. GRPO drops the division
     because it up-weights prompts whose rewards barely vary (too easy or too hard).
     """
+    rewards_gn = rewards_gn.detach()
     centred_gn = rewards_gn - rewards_gn.mean(dim=-1, keepdim=True)
     if not scale:
         return centred_gn
     std_g1 = rewards_gn.std(dim=-1, keepdim=True, correction=0)
     return centred_gn / (std_g1 + eps)
+
+
+def leave_one_out_advantages(rewards_gn: torch.Tensor) -> torch.Tensor:
+    """RLOO advantages: each reward minus the mean of the others in its group, shape of input.
+
+        A_gi = r_gi - (1 / (n - 1)) sum_{j != i} r_gj  =  n / (n - 1) * (r_gi - mean_g)
+
+    Kool et al., "Buy 4 REINFORCE samples, get a baseline for free!" (ICLR workshop 2019);
+    Ahmadian et al., "Back to Basics" (arXiv 2402.14740). The baseline does not depend on the
+    sample it is subtracted from, so the policy gradient stays unbiased. Needs `n >= 2`.
+    """
+    group_size = rewards_gn.shape[-1]
+    if group_size < 2:
+        raise ValueError(
+            f"leave-one-out needs groups of at least 2 samples, got {group_size}; "
+            "sample more answers per prompt or use group_normalized_advantages"
+        )
+    rewards_gn = rewards_gn.detach()
+    others_sum_gn = rewards_gn.sum(dim=-1, keepdim=True) - rewards_gn
+    return rewards_gn - others_sum_gn / (group_size - 1)
+
+
+def informative_groups(rewards_gn: torch.Tensor) -> torch.Tensor:
+    """True for each group whose rewards are not all equal, bool `[num_groups]`.
+
+        keep_g = max_i r_gi > min_i r_gi
+
+    DAPO's dynamic sampling (arXiv 2503.14476): a group with zero reward variance has all-zero
+    group-relative advantages, so it adds compute and no signal; drop it with
+    `rewards_gn[keep_g]` (and its sequences) before the update. Exact comparison: rewards that
+    differ by rounding only still count as different.
+    """
+    return rewards_gn.amax(dim=-1) > rewards_gn.amin(dim=-1)
+
+
+class GaeOutput(NamedTuple):
+    """Advantages and value targets of GAE, both `[B, T]`, zero where the mask is False."""
+
+    advantages_bt: torch.Tensor
+    returns_bt: torch.Tensor
+
+
+def gae_advantages(
+    rewards_bt: torch.Tensor,
+    values_bt: torch.Tensor,
+    *,
+    gamma: float,
+    lam: float,
+    mask_bt: torch.Tensor | None = None,
+) -> GaeOutput:
+    """Generalised advantage estimation (Schulman et al., arXiv 1506.02438) and its returns.
+
+        delta_t = r_t + gamma * V_{next(t)} - V_t
+        A_t     = delta_t + gamma * lam * A_{next(t)}          (A and V after the end: 0)
+        R_t     = A_t + V_t                                    (the value target)
+
+    `next(t)` is the next position the mask keeps: tokens the policy did not generate (tool
+    outputs between turns, padding) are skipped as if absent, so a multi-turn trajectory is one
+    episode over its own tokens, and rewards and values at masked-out positions are ignored
+    (place turn rewards on kept tokens, see `turn_rewards_at_turn_ends`). No mask: every
+    position is kept. lam = 1 gives Monte-Carlo returns minus values, lam = 0 the one-step TD
+    error; CUDA Agent uses gamma = 1, lam = 0.95 with the reward on the last token. Inputs are
+    detached: the outputs are regression and policy-gradient targets.
+    """
+    if values_bt.shape != rewards_bt.shape:
+        raise ValueError(
+            f"values_bt {tuple(values_bt.shape)} must have the shape of rewards_bt "
+            f"{tuple(rewards_bt.shape)}"
+        )
+    if mask_bt is None:
+        mask_bt = torch.ones_like(rewards_bt, dtype=torch.bool)
+    kept_bt = check_mask(rewards_bt, mask_bt)
+    rewards_bt = torch.where(kept_bt, rewards_bt.detach(), 0)
+    values_bt = torch.where(kept_bt, values_bt.detach(), 0)
+    next_value_bt = _value_at_next_kept(values_bt, kept_bt)
+    delta_bt = torch.where(kept_bt, rewards_bt + gamma * next_value_bt - values_bt, 0)
+    # full_like, not a Python scalar: torch.where would round gamma * lam to float32.
+    discount_bt = torch.where(kept_bt, torch.full_like(delta_bt, gamma * lam), 1.0)
+    advantages_bt = torch.where(kept_bt, reverse_discounted_cumsum(delta_bt, discount_bt), 0)
+    return GaeOutput(advantages_bt, torch.where(kept_bt, advantages_bt + values_bt, 0))
+
+
+def _value_at_next_kept(values_bt: torch.Tensor, kept_bt: torch.Tensor) -> torch.Tensor:
+    """`V_{next(t)}`: the value at the first kept position after t, 0 if there is none."""
+    num_steps = kept_bt.shape[-1]
+    positions_bt = torch.arange(num_steps, device=kept_bt.device).expand_as(kept_bt)
+    # Index of the first kept position >= t (num_steps: none), by a reversed running minimum.
+    kept_index_bt = torch.where(kept_bt, positions_bt, num_steps)
+    first_kept_bt = kept_index_bt.flip(-1).cummin(dim=-1).values.flip(-1)
+    after_end_b1 = torch.full_like(first_kept_bt[..., :1], num_steps)
+    next_kept_bt = torch.cat([first_kept_bt[..., 1:], after_end_b1], dim=-1)
+    values_with_end_bt = torch.cat([values_bt, torch.zeros_like(values_bt[..., :1])], dim=-1)
+    return values_with_end_bt.gather(-1, next_kept_bt)
+
+
+def batch_normalized_advantages(
+    advantages_bt: torch.Tensor, mask_bt: torch.Tensor, *, eps: float = 1e-8
+) -> torch.Tensor:
+    """Advantages whitened over all kept tokens of the batch, `[B, T]`, 0 where masked out.
+
+        A'_bt = (A_bt - mean_kept) / (std_kept + eps)    (population std over kept tokens)
+
+    REINFORCE++ (Hu, arXiv 2501.03262) normalises token-level returns by batch statistics
+    instead of a learned critic or per-prompt groups; REINFORCE++-baseline first subtracts the
+    group mean (`group_normalized_advantages(..., scale=False)`), then applies this. Compute it
+    on the whole batch before splitting into micro-batches: the statistics are global.
+    """
+    kept_bt = check_mask(advantages_bt, mask_bt)
+    advantages_bt = torch.where(kept_bt, advantages_bt.detach(), 0)
+    num_kept = kept_bt.sum().clamp(min=1)
+    mean = advantages_bt.sum() / num_kept
+    centred_bt = torch.where(kept_bt, advantages_bt - mean, 0)
+    std = (centred_bt.square().sum() / num_kept).sqrt()
+    return centred_bt / (std + eps)

@@ -1,8 +1,12 @@
-"""Quantities to log during an update: how far the policy moved."""
+"""Quantities to log during an update: how far the policy moved, how good the critic is.
+
+Every diagnostic is detached and returns a 0-dim tensor (or `[B, T]` for per-token forms).
+"""
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import masked_token_mean
+from cuda_agent.rl_core._src.aggregation import Count, check_mask, masked_token_mean
+from cuda_agent.rl_core._src.kl import kl_k3
 
 
 def clip_fraction(
@@ -11,6 +15,8 @@ def clip_fraction(
     mask_bt: torch.Tensor,
     eps_low: float = 0.2,
     eps_high: float = 0.28,
+    *,
+    num_tokens: Count | None = None,
 ) -> torch.Tensor:
     """Share of kept tokens whose ratio lies outside the clip range, a scalar in [0, 1].
 
@@ -19,10 +25,11 @@ def clip_fraction(
 
     The PPO diagnostic (arXiv 1707.06347): a large value means the update steps too far from
     the policy that sampled the data. Counts regardless of the advantage's sign.
+    `num_tokens` as in `masked_token_mean` (sum over micro-batches).
     """
     ratio_bt = torch.exp(logprobs_bt.detach() - old_logprobs_bt.detach())
     outside_bt = (ratio_bt < 1.0 - eps_low) | (ratio_bt > 1.0 + eps_high)
-    return masked_token_mean(outside_bt.to(ratio_bt.dtype), mask_bt)
+    return masked_token_mean(outside_bt.to(ratio_bt.dtype), mask_bt, num_tokens=num_tokens)
 
 
 def approx_kl_k3(logprobs_bt: torch.Tensor, ref_logprobs_bt: torch.Tensor) -> torch.Tensor:
@@ -33,6 +40,51 @@ def approx_kl_k3(logprobs_bt: torch.Tensor, ref_logprobs_bt: torch.Tensor) -> to
     Schulman, "Approximating KL divergence" (2020): unbiased for tokens sampled from the
     policy, lower variance than -r. Used as GRPO's KL penalty (arXiv 2402.03300). Computed as
     `expm1(r) - r` to keep precision for small r. Gradients flow through `logprobs_bt` only.
+    The same as `kl_k3` without clamping.
     """
-    log_ratio_bt = ref_logprobs_bt.detach() - logprobs_bt
-    return torch.expm1(log_ratio_bt) - log_ratio_bt
+    return kl_k3(logprobs_bt, ref_logprobs_bt)
+
+
+def approx_kl(
+    logprobs_bt: torch.Tensor,
+    old_logprobs_bt: torch.Tensor,
+    mask_bt: torch.Tensor,
+    *,
+    num_tokens: Count | None = None,
+) -> torch.Tensor:
+    """How far the policy moved from the one that sampled the tokens, a scalar >= 0.
+
+        mean_{kept bt} [rho_bt - 1 - log rho_bt],   rho_bt = exp(logprobs_bt - old_logprobs_bt)
+
+    The k3 estimate (Schulman 2020) of KL(old || policy) per token, unbiased because the
+    tokens were sampled from the old policy; PPO implementations log it (CleanRL's
+    `approx_kl`) and some stop an epoch early when it grows. `num_tokens` as in
+    `masked_token_mean`.
+    """
+    kl_bt = kl_k3(old_logprobs_bt.detach(), logprobs_bt.detach())
+    return masked_token_mean(kl_bt, mask_bt, num_tokens=num_tokens)
+
+
+def explained_variance(
+    values_bt: torch.Tensor, returns_bt: torch.Tensor, mask_bt: torch.Tensor
+) -> torch.Tensor:
+    """Share of the returns' variance the critic explains, over kept tokens, a scalar <= 1.
+
+        EV = 1 - Var[R - V] / Var[R]     (population variances over kept tokens)
+
+    1: perfect values; 0: no better than predicting the mean return; < 0: worse than that.
+    NaN when the returns do not vary (nothing to explain), as in OpenAI baselines.
+    """
+    kept_bt = check_mask(values_bt, mask_bt)
+    returns_bt = returns_bt.detach()
+    error_bt = returns_bt - values_bt.detach()
+    returns_variance = _masked_variance(returns_bt, kept_bt)
+    explained = 1.0 - _masked_variance(error_bt, kept_bt) / returns_variance
+    return torch.where(returns_variance > 0, explained, torch.nan)
+
+
+def _masked_variance(x_bt: torch.Tensor, kept_bt: torch.Tensor) -> torch.Tensor:
+    count = kept_bt.sum().clamp(min=1)
+    x_bt = torch.where(kept_bt, x_bt, 0)
+    mean = x_bt.sum() / count
+    return torch.where(kept_bt, x_bt - mean, 0).square().sum() / count
