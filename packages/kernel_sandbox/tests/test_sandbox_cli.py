@@ -37,3 +37,9 @@ def test_eval_prints_json_verdicts(tmp_path):
 def test_usage_errors_exit_2(tmp_path):
     missing = _cli("eval", str(tmp_path / "nope.py"), str(tmp_path / "c.py"), "--backend", "cpu")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+    # A directory without model_new.py is not a work directory: a usage error, said plainly.
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    (tmp_path / "task.py").write_text(relu.source)
+    (tmp_path / "empty").mkdir()
+    bad_dir = _cli("eval", str(tmp_path / "task.py"), str(tmp_path / "empty"), "--backend", "cpu")
+    assert bad_dir.returncode == 2 and "model_new.py" in bad_dir.stderr

@@ -100,6 +100,21 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
     return result
 
 
+def prepare(job: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """Import the candidate only to build its extensions into the shared cache (in a compile
+    worker, with no GPU). Whatever fails here is left for the real job to report."""
+    _extension_hooks.install()
+    t0 = time.perf_counter()
+    try:
+        _load_candidate(job["candidate"], workdir, "cuda")
+        outcome = "built"
+    except _Verdict as verdict:
+        outcome = verdict.status
+    except BaseException as exc:
+        outcome = type(exc).__name__
+    return {"outcome": outcome, "seconds": time.perf_counter() - t0}
+
+
 # ------------------------------------------------------------------------------------ loading
 def _load_candidate(
     candidate: str | dict[str, str], workdir: Path, backend: str

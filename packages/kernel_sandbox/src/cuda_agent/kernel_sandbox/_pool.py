@@ -30,7 +30,7 @@ class WorkerDied(Exception):
 
 
 _PHASES = ("load", "correctness", "timing")
-Role = Literal["candidate", "reference"]
+Role = Literal["candidate", "reference", "compile"]
 # A candidate worker's mid-job request (a "check" message) -> the answer to send back.
 OnCheck = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -39,11 +39,16 @@ class Worker:
     """One long-lived worker process, (re)started on demand.
 
     A ``candidate`` worker runs candidate code under the configured limits; a ``reference``
-    worker runs only task code (it computes expected outputs) and gets no memory cap.
+    worker runs only task code (it computes expected outputs) and gets no memory cap; a
+    ``compile`` worker imports candidates with no GPU visible, only to build their extensions
+    into the shared cache (``cuda_arch`` names the GPU architecture to build for).
     """
 
-    def __init__(self, config: SandboxConfig, index: int, role: Role = "candidate") -> None:
+    def __init__(
+        self, config: SandboxConfig, index: int, role: Role = "candidate", cuda_arch: str = ""
+    ) -> None:
         self.config = config
+        self.cuda_arch = cuda_arch
         self.index = index
         self.role = role
         self.proc: subprocess.Popen[bytes] | None = None
@@ -71,7 +76,13 @@ class Worker:
             # environment was never activated.
             PATH=os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
         )
-        if self.config.backend == "cuda":
+        if self.cuda_arch:
+            # Extensions are built for the one architecture of the pool's GPUs, by every worker,
+            # so their cache keys agree.
+            env["TORCH_CUDA_ARCH_LIST"] = self.cuda_arch
+        if self.role == "compile":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.config.backend == "cuda":
             # One GPU per worker; it sees it as device 0.
             visible = env.get("CUDA_VISIBLE_DEVICES")
             gpus = visible.split(",") if visible else None

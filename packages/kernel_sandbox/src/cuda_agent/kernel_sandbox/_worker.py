@@ -7,7 +7,9 @@ anything the candidate prints (or reads) cannot corrupt the protocol.
 The same program serves both kinds of worker. A *candidate* job (``kind`` absent) loads and
 runs candidate code (``_evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
 only task code and judges one trial's outputs (``_reference.check``), and a *baseline* job
-times the eager and ``torch.compile`` reference (``_reference.baseline``).
+times the eager and ``torch.compile`` reference (``_reference.baseline``). A *prepare* job
+(``kind: "prepare"``, in a compile worker with no GPU) imports a candidate only to build its
+extensions into the shared cache (``_evaluate.prepare``).
 
 Messages we send: ``{"type": "ready"}``; ``{"type": "phase", "phase": ...}`` when a phase
 with its own deadline starts; ``{"type": "check", "index": i, "outputs": [...], "inputs":
@@ -113,7 +115,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(threads)
-    from ._evaluate import run_job
+    from ._evaluate import prepare, run_job
     from ._reference import baseline as reference_baseline
     from ._reference import check as reference_check
 
@@ -138,6 +140,11 @@ def main() -> None:
             workdir = Path(tempfile.mkdtemp(prefix="job-", dir=home))
             os.chdir(workdir)
             _redirect_output(workdir / "output.log")
+            if job.get("kind") == "prepare":
+                _send(channel, {"type": "result", "result": prepare(job, workdir), "retire": False})
+                os.chdir(home)
+                shutil.rmtree(workdir, ignore_errors=True)
+                continue
 
             def check(index: int, outputs: list[Any], inputs: list[Any]) -> dict[str, Any]:
                 message = {"type": "check", "index": index, "outputs": outputs, "inputs": inputs}

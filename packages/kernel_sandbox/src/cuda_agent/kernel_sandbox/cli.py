@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .candidates import read_candidate
 from .config import SandboxConfig
 from .errors import TaskError
 from .sandbox import Sandbox
@@ -23,7 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("eval", help="evaluate one candidate (a ModelNew module) on one task")
     ev.add_argument("task", help="KernelBench-format task file, or a task directory")
-    ev.add_argument("candidate", help="Python file defining ModelNew")
+    ev.add_argument(
+        "candidate",
+        help="Python file defining ModelNew, or a work directory (kernels/, model_new.py)",
+    )
     ev.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
     ev.add_argument("--trials", type=int, default=5)
     ev.add_argument("--atol", type=float, default=1e-2)
@@ -36,11 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         task = load_task(args.task)
-        candidate = Path(args.candidate).read_text()
+        candidate = read_candidate(Path(args.candidate))
         config = SandboxConfig(
             backend=args.backend, workers=1, trials=args.trials, atol=args.atol, rtol=args.rtol
         )
-    except (TaskError, OSError, ValueError) as exc:
+    except (TaskError, OSError, ValueError, UnicodeDecodeError) as exc:
         print(f"kernel-sandbox: {exc}", file=sys.stderr)
         return 2
     with Sandbox(config) as sandbox:

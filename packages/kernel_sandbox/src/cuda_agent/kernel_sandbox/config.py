@@ -31,6 +31,9 @@ class SandboxConfig:
 
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     workers: int = 0
+    # CUDA backend: CPU-only processes that build load_inline / work-directory extensions ahead
+    # of the GPU job, in parallel with it (-1 = automatic: a quarter of the cores, at most 8).
+    compile_workers: int = -1
     threads_per_worker: int = 0  # CPU backend: torch/OpenMP threads in each worker (0 = auto)
     trials: int = 5
     atol: float = 1e-2
@@ -61,6 +64,8 @@ class SandboxConfig:
         for name in ("workers", "threads_per_worker"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 = automatic)")
+        if self.compile_workers < -1:
+            raise ValueError("compile_workers must be >= 0, or -1 for automatic")
         for name in ("trials", "repeats", "max_jobs_per_worker"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -86,6 +91,11 @@ class SandboxConfig:
         else:
             workers = self.workers or max(1, (os.cpu_count() or 2) // 2)
         threads = self.threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
+        compilers = self.compile_workers
+        if backend != "cuda":
+            compilers = 0  # on the CPU backend compiling is the CPU work
+        elif compilers < 0:
+            compilers = min(8, (os.cpu_count() or 4) // 4)
         time_compile = (backend == "cuda") if self.time_compile is None else self.time_compile
         memory = self.max_memory_bytes
         if memory is None:
@@ -95,6 +105,7 @@ class SandboxConfig:
             self,
             backend=backend,
             workers=workers,
+            compile_workers=compilers,
             threads_per_worker=threads,
             time_compile=time_compile,
             max_memory_bytes=memory,

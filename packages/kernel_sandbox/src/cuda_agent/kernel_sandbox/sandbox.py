@@ -65,8 +65,19 @@ class Sandbox:
         ]
         for slot in self._slots:
             self._idle.put(slot)  # workers start lazily, on first use
+        # Compile workers build extensions ahead of the GPU job, with no GPU, for the GPU's
+        # architecture (read without creating a CUDA context here).
+        self._compilers: queue.Queue[Worker] = queue.Queue()
+        arch = _cuda_arch() if self.config.compile_workers else ""
+        if arch:
+            for slot in self._slots:
+                slot.candidate.cuda_arch = arch
+            for i in range(self.config.compile_workers):
+                self._compilers.put(Worker(self.config, i, "compile", cuda_arch=arch))
+        self._n_compilers = self._compilers.qsize()
+        # Enough threads that jobs can build on compile workers while others hold the GPUs.
         self._executor = ThreadPoolExecutor(
-            max_workers=self.config.workers, thread_name_prefix="sandbox"
+            max_workers=self.config.workers + self._n_compilers, thread_name_prefix="sandbox"
         )
         self._closed = False
         self._lock = threading.Lock()
@@ -102,6 +113,10 @@ class Sandbox:
         source = read_candidate(candidate)
         started = time.perf_counter()
         job = self._job(task, source, sizes, distribution, measure_time)
+        if self._n_compilers and _needs_build(source):
+            failed = self._prepare(job)
+            if failed is not None:
+                return _with_wall_time(failed, time.perf_counter() - started)
         slot = self._idle.get()
         try:
             job["exchange"] = slot.exchange
@@ -128,6 +143,25 @@ class Sandbox:
         finally:
             self._idle.put(slot)
         return _with_wall_time(result, time.perf_counter() - started)
+
+    def _prepare(self, job: dict[str, Any]) -> EvalResult | None:
+        """Build the candidate's extensions on a compile worker (the GPU job then finds them in
+        the cache). A build that hangs past the load deadline ends the evaluation here, without
+        taking a GPU; any other failure is left for the GPU job to report in full."""
+        worker = self._compilers.get()
+        try:
+            worker.run({"kind": "prepare", "candidate": job["candidate"]})
+        except WorkerDied as death:
+            if death.timed_out:
+                return EvalResult(
+                    status="timeout",
+                    message=f"{death.reason} (while building the candidate's extensions)",
+                    task=job["task_name"],
+                    backend=self.config.backend,
+                )
+        finally:
+            self._compilers.put(worker)
+        return None
 
     def evaluate_many(self, jobs: Iterable[tuple[Task, Candidate]]) -> list[EvalResult]:
         """Evaluate many (task, candidate) pairs concurrently; results in input order."""
@@ -190,6 +224,8 @@ class Sandbox:
         self._executor.shutdown(wait=True)
         for slot in self._slots:
             slot.kill()
+        while not self._compilers.empty():
+            self._compilers.get().kill()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -205,6 +241,38 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+
+def _needs_build(candidate: str | dict[str, str]) -> bool:
+    """Whether importing the candidate may run a C++/CUDA extension build."""
+    if isinstance(candidate, dict):
+        return any(name.startswith("kernels/") for name in candidate)
+    return "cpp_extension" in candidate or "load_inline" in candidate
+
+
+def _cuda_arch() -> str:
+    """The compute capability of the visible GPUs (``"9.0"``), from ``nvidia-smi``; "" when it
+    cannot be read or the GPUs differ (then every worker builds for its own device)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    caps = [line.strip() for line in out.splitlines() if line.strip()]
+    if visible:
+        try:
+            caps = [caps[int(i)] for i in visible.split(",") if i.strip()]
+        except (ValueError, IndexError):
+            return ""
+    return caps[0] if caps and len(set(caps)) == 1 else ""
 
 
 def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:
