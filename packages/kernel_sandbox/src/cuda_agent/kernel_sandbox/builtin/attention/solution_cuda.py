@@ -3,82 +3,298 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-# One block of 256 threads per query row: the row's scores live in dynamic shared memory
-# (seq floats); block reductions give their max and sum; then each thread owns output columns.
-attention = cuda_kernel(
+# softmax(Q K^T / sqrt(d)) V as three launches: the batched GEMM writes the scaled scores
+# (alpha = 1/sqrt(d)), a block per row makes them probabilities in place, the GEMM again
+# multiplies by V.
+# Register-tiled fp32 SIMT GEMM: a 128x128 (or 128x64, 64x64) block tile per 256 threads, each
+# thread an 8x8 (8x4, 4x4) patch of outputs from register fragments read as float4 out of
+# shared memory; K steps of 8, double-buffered, the next tile's global float4 loads in flight
+# during this tile's math; bias, activation, scale and residual fused into the store.
+gemm = cuda_kernel(
     r"""
-__device__ float block_max(float v, float* buf) {
-    int t = threadIdx.x;
-    buf[t] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) buf[t] = fmaxf(buf[t], buf[t + s]);
-        __syncthreads();
-    }
-    float r = buf[0];
-    __syncthreads();  // buf is reused by the next call
+#define BK 8
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+    return ((unsigned long long)p & 15) == 0;
+}
+
+// Four consecutive floats from p, zeros past `valid` of them: one 16-byte load when allowed.
+__device__ __forceinline__ float4 load4(const float* p, int valid, bool vec) {
+    if (vec && valid >= 4) return __ldg(reinterpret_cast<const float4*>(p));
+    float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (valid > 0) r.x = __ldg(p);
+    if (valid > 1) r.y = __ldg(p + 1);
+    if (valid > 2) r.z = __ldg(p + 2);
+    if (valid > 3) r.w = __ldg(p + 3);
     return r;
 }
 
-__device__ float block_sum(float v, float* buf) {
-    int t = threadIdx.x;
-    buf[t] = v;
+// C = act(alpha * A @ op(B) + bias) * beta + R, for one BM x BN tile of one batch entry.
+// A: [M, K] row-major. B: [K, N] row-major (b_nk = 0) or [N, K] row-major (b_nk = 1: A @ B^T).
+// bias: [N] (has_bias); R: [M, N] like C (has_res); act: 0 none, 1 relu, 2 exact (erf) gelu.
+template <int BM, int BN>
+__device__ __forceinline__ void gemm_tile(float* __restrict__ C, const float* __restrict__ A,
+                                          const float* __restrict__ B, const float* bias,
+                                          const float* R, int M, int N, int K, int b_nk,
+                                          float alpha, float beta, int act, int has_bias,
+                                          int has_res) {
+    constexpr int TM = BM / 16, TN = BN / 16;
+    __shared__ __align__(16) float As[2][BK][BM];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int tid_ = threadIdx.x;
+    const bool vec_a = (K & 3) == 0 && aligned16(A);
+    const bool vec_b = ((b_nk ? K : N) & 3) == 0 && aligned16(B);
+    const bool vec_c = (N & 3) == 0 && aligned16(C);
+
+    // A tile: BM rows x 8 k, one float4 along k per thread (threads < 2 * BM).
+    const int ar = tid_ >> 1, akq = (tid_ & 1) * 4;
+    const float* a_row = A + (long long)(m0 + ar) * K + akq;
+    const bool a_on = tid_ < 2 * BM, a_in = m0 + ar < M;
+    // B tile, [N, K] layout: like A. [K, N] layout: 8 k rows x BN, one float4 along n.
+    const int bkk = tid_ / (BN / 4), bnq = (tid_ % (BN / 4)) * 4;
+    const float* b_ptr = b_nk ? B + (long long)(n0 + ar) * K + akq : B + (long long)bkk * N + n0 + bnq;
+    const bool b_on = tid_ < 2 * BN, b_in = b_nk ? n0 + ar < N : true;
+
+    auto fetch = [&](int k0, float4& ra, float4& rb) {
+        if (a_on) ra = load4(a_row + k0, a_in ? K - k0 - akq : 0, vec_a);
+        if (b_on) {
+            if (b_nk) rb = load4(b_ptr + k0, b_in ? K - k0 - akq : 0, vec_b);
+            else rb = load4(b_ptr + (long long)k0 * N, k0 + bkk < K ? N - n0 - bnq : 0, vec_b);
+        }
+    };
+    auto stash = [&](int s, const float4& ra, const float4& rb) {
+        if (a_on) {
+            As[s][akq][ar] = ra.x, As[s][akq + 1][ar] = ra.y;
+            As[s][akq + 2][ar] = ra.z, As[s][akq + 3][ar] = ra.w;
+        }
+        if (b_on) {
+            if (b_nk) {
+                Bs[s][akq][ar] = rb.x, Bs[s][akq + 1][ar] = rb.y;
+                Bs[s][akq + 2][ar] = rb.z, Bs[s][akq + 3][ar] = rb.w;
+            } else {
+                *reinterpret_cast<float4*>(&Bs[s][bkk][bnq]) = rb;
+            }
+        }
+    };
+
+    // Thread (tx, ty) owns rows ty*4 + 64*i + {0..3} and columns tx*4 + 64*j + {0..3}.
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+    float4 ra = make_float4(0.f, 0.f, 0.f, 0.f), rb = ra;
+    fetch(0, ra, rb);
+    stash(0, ra, rb);
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) buf[t] += buf[t + s];
+    int buf = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        const bool more = k0 + BK < K;
+        if (more) fetch(k0 + BK, ra, rb);  // in flight during the math below
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM / 4; ++i) {
+                const float4 t = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4 + 64 * i]);
+                a[4 * i] = t.x, a[4 * i + 1] = t.y, a[4 * i + 2] = t.z, a[4 * i + 3] = t.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TN / 4; ++j) {
+                const float4 t = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4 + 64 * j]);
+                b[4 * j] = t.x, b[4 * j + 1] = t.y, b[4 * j + 2] = t.z, b[4 * j + 3] = t.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        // The other buffer was last read before the previous barrier: safe to overwrite.
+        if (more) stash(buf ^ 1, ra, rb);
         __syncthreads();
+        buf ^= 1;
     }
-    float r = buf[0];
-    __syncthreads();
-    return r;
+
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m0 + ty * 4 + 64 * (i / 4) + (i % 4);
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+            const int n = n0 + tx * 4 + 64 * j;
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                float y = alpha * acc[i][4 * j + q];
+                if (has_bias && n + q < N) y += bias[n + q];
+                if (act == 1) y = fmaxf(y, 0.f);
+                else if (act == 2) y = 0.5f * y * (1.f + erff(y * 0.7071067811865476f));
+                y *= beta;
+                if (has_res && n + q < N) y += R[(long long)m * N + n + q];
+                v[q] = y;
+            }
+            float* p = C + (long long)m * N + n;
+            if (vec_c && n + 4 <= N) {
+                *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    if (n + q < N) p[q] = v[q];
+            }
+        }
+    }
 }
 
-extern "C" __global__ void attention(float* out, const float* q, const float* k, const float* v,
-                                     int seq, int d, float scale) {
-    extern __shared__ float p[];  // seq scores of this query row
-    __shared__ float buf[256];
-    long long row = blockIdx.x;  // (batch * heads) * seq + query index
-    const float* qi = q + row * d;
-    const float* kz = k + (row / seq) * seq * d;
-    const float* vz = v + (row / seq) * seq * d;
-    int t = threadIdx.x;
+// Batched over blockIdx.z with element strides sa, sb, sc (R shares C's). tile: 0 = 128x128,
+// 1 = 128x64, 2 = 64x64 (smaller tiles when the big ones would leave multiprocessors idle).
+extern "C" __global__ __launch_bounds__(256, 2) void gemm(
+        float* C, const float* A, const float* B, const float* bias, const float* R, int M,
+        int N, int K, long long sa, long long sb, long long sc, int b_nk, float alpha,
+        float beta, int act, int has_bias, int has_res, int tile) {
+    const long long z = blockIdx.z;
+    A += z * sa, B += z * sb, C += z * sc, R += z * sc;
+    if (tile == 0)
+        gemm_tile<128, 128>(C, A, B, bias, R, M, N, K, b_nk, alpha, beta, act, has_bias, has_res);
+    else if (tile == 1)
+        gemm_tile<128, 64>(C, A, B, bias, R, M, N, K, b_nk, alpha, beta, act, has_bias, has_res);
+    else
+        gemm_tile<64, 64>(C, A, B, bias, R, M, N, K, b_nk, alpha, beta, act, has_bias, has_res);
+}
+""",
+    "gemm",
+)
 
-    float m = -3.402823466e38f;  // -FLT_MAX
-    for (int j = t; j < seq; j += blockDim.x) {
-        float dot = 0.f;
-        for (int e = 0; e < d; ++e) dot += qi[e] * kz[j * d + e];
-        p[j] = dot * scale;
-        m = fmaxf(m, p[j]);
+softmax_rows = cuda_kernel(
+    r"""
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+    const float mx = fmaxf(m, m2);
+    s = s * __expf(m - mx) + s2 * __expf(m2 - mx);
+    m = mx;
+}
+
+// One block per row of `cols` scores, overwritten with their softmax. Pass 1: online (max,
+// sum of exp) per thread over float4s (scalars when cols % 4 != 0), merged by warp shuffles
+// and across warps; pass 2 rewrites the thread's own elements (no barrier needed).
+extern "C" __global__ void softmax_rows(float* s, int cols) {
+    __shared__ float pm[32], ps[32];
+    float* row = s + (long long)blockIdx.x * cols;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int w = ((cols & 3) == 0 && ((unsigned long long)s & 15) == 0) ? 4 : 1;
+    float m = -3.402823466e38f, sum = 0.f;
+    for (int j = threadIdx.x * w; j < cols; j += blockDim.x * w) {
+        float v[4];
+        if (w == 4) {
+            const float4 t = *reinterpret_cast<const float4*>(row + j);
+            v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+        } else {
+            v[0] = v[1] = v[2] = v[3] = row[j];
+        }
+        const float vm = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3]));
+        const float t = w == 4 ? __expf(v[0] - vm) + __expf(v[1] - vm) + __expf(v[2] - vm) +
+                                     __expf(v[3] - vm)
+                               : __expf(v[0] - vm);
+        merge(m, sum, vm, t);
     }
-    m = block_max(m, buf);
-
-    float sum = 0.f;
-    for (int j = t; j < seq; j += blockDim.x) {
-        p[j] = expf(p[j] - m);
-        sum += p[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const float s2 = __shfl_xor_sync(0xffffffffu, sum, o);
+        merge(m, sum, m2, s2);
     }
-    float inv = 1.f / block_sum(sum, buf);  // its barriers also publish p to the whole block
-
-    for (int e = t; e < d; e += blockDim.x) {
-        float acc = 0.f;
-        for (int j = 0; j < seq; ++j) acc += p[j] * vz[j * d + e];
-        out[row * d + e] = acc * inv;
+    if (lane == 0) pm[warp] = m, ps[warp] = sum;
+    __syncthreads();
+    const bool has = lane < (blockDim.x >> 5);
+    m = has ? pm[lane] : -3.402823466e38f;
+    sum = has ? ps[lane] : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const float s2 = __shfl_xor_sync(0xffffffffu, sum, o);
+        merge(m, sum, m2, s2);
+    }
+    const float inv = 1.f / sum;
+    for (int j = threadIdx.x * w; j < cols; j += blockDim.x * w) {
+        if (w == 4) {
+            float4 t = *reinterpret_cast<const float4*>(row + j);
+            t.x = __expf(t.x - m) * inv, t.y = __expf(t.y - m) * inv;
+            t.z = __expf(t.z - m) * inv, t.w = __expf(t.w - m) * inv;
+            *reinterpret_cast<float4*>(row + j) = t;
+        } else {
+            row[j] = __expf(row[j] - m) * inv;
+        }
     }
 }
 """,
-    "attention",
+    "softmax_rows",
 )
+
+_SMS = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+def _gemm(
+    c,
+    a,
+    b,
+    m,
+    n,
+    k,
+    *,
+    batch=1,
+    sa=0,
+    sb=0,
+    sc=0,
+    b_nk=0,
+    bias=None,
+    res=None,
+    alpha=1.0,
+    beta=1.0,
+    act=0,
+):
+    """c = act(alpha * a @ op(b) + bias) * beta + res (see the kernel); picks the tile size."""
+    # the largest tile that still gives every multiprocessor work (and no half-empty tiles)
+    if n > 64 and batch * ((m + 127) // 128) * ((n + 127) // 128) >= 3 * _SMS // 2:
+        tile, bm, bn = 0, 128, 128
+    elif batch * ((m + 127) // 128) * ((n + 63) // 64) >= 3 * _SMS // 2:
+        tile, bm, bn = 1, 128, 64
+    else:
+        tile, bm, bn = 2, 64, 64
+    gemm(
+        grid=((n + bn - 1) // bn, (m + bm - 1) // bm, batch),
+        block=(256,),
+        args=(
+            c,
+            a,
+            b,
+            c if bias is None else bias,
+            c if res is None else res,
+            m,
+            n,
+            k,
+            sa,
+            sb,
+            sc,
+            b_nk,
+            alpha,
+            beta,
+            act,
+            int(bias is not None),
+            int(res is not None),
+            tile,
+        ),
+    )
 
 
 class ModelNew(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         s, d = q.shape[-2:]
+        bh = q.numel() // (s * d)
+        p = torch.empty(*q.shape[:-1], s, dtype=q.dtype, device=q.device)
+        _gemm(p, q, k, s, s, d, batch=bh, sa=s * d, sb=s * d, sc=s * s, b_nk=1, alpha=d**-0.5)
+        softmax_rows(grid=(bh * s,), block=(min(256, (s + 127) // 128 * 32),), args=(p, s))
         out = torch.empty_like(q)
-        attention(
-            grid=(q.numel() // d,),
-            block=(256,),
-            args=(out, q, k, v, s, d, d**-0.5),
-            shared_mem=s * 4,
-        )
+        _gemm(out, p, v, s, d, s, batch=bh, sa=s * s, sb=s * d, sc=s * d)
         return out

@@ -3,47 +3,127 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-# One block of 256 threads per row. Each thread stores its strided share of x + residual in out,
-# block sums give the mean and variance, and the same thread normalizes its elements in place.
+# One block per row, one pass over global memory: x + residual (float4 loads) goes to a
+# shared-memory copy of the row; block sums give the mean, then the variance from the copy,
+# then the normalized output.
 residual_layernorm = cuda_kernel(
     r"""
-__device__ float block_sum(float v, float* buf) {
-    int t = threadIdx.x;
-    buf[t] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) buf[t] += buf[t + s];
-        __syncthreads();
+template <int W>
+__device__ __forceinline__ void ld(float (&v)[W], const float* p) {
+    if constexpr (W == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+        v[0] = *p;
     }
-    float total = buf[0];
-    __syncthreads();  // buf is reused by the next call
-    return total;
+}
+
+template <int W>
+__device__ __forceinline__ void st(float* p, const float (&v)[W]) {
+    if constexpr (W == 4) {
+        *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+        *p = v[0];
+    }
+}
+
+// Calls f(j, v) on this thread's W-wide chunks of a row in order, four loads in flight at a time.
+template <int W, typename F>
+__device__ __forceinline__ void for_each_chunk(const float* row, int cols, F f) {
+    const int step = blockDim.x * W;
+    int j = threadIdx.x * W;
+    for (; j + 3 * step < cols; j += 4 * step) {
+        float v[4][W];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) ld<W>(v[u], row + j + u * step);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) f(j + u * step, v[u]);
+    }
+    for (; j < cols; j += step) {
+        float v[W];
+        ld<W>(v, row + j);
+        f(j, v);
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32), returned to every thread.
+__device__ float block_sum(float v) {
+    __shared__ float part[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // part may still be read by the previous call
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < (blockDim.x >> 5) ? part[lane] : 0.f);
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+    return ((unsigned long long)p & 15) == 0;
+}
+
+template <int W>
+__device__ void residual_layernorm_row(float* yr, const float* xr, const float* rr,
+                                       const float* w, const float* b, float* buf, int cols,
+                                       float eps) {
+    float sum = 0.f;
+    for (int j = threadIdx.x * W; j < cols; j += blockDim.x * W) {
+        float v[W], r[W];
+        ld<W>(v, xr + j);
+        ld<W>(r, rr + j);
+#pragma unroll
+        for (int i = 0; i < W; ++i) v[i] += r[i], sum += v[i];
+        st<W>(buf + j, v);
+    }
+    const float mean = block_sum(sum) / cols;
+    // Each thread re-reads only what it wrote itself: no barrier needed before these passes.
+    float sq = 0.f;
+    for (int j = threadIdx.x * W; j < cols; j += blockDim.x * W) {
+        float v[W];
+        ld<W>(v, buf + j);
+#pragma unroll
+        for (int i = 0; i < W; ++i) sq += (v[i] - mean) * (v[i] - mean);
+    }
+    const float rstd = rsqrtf(block_sum(sq) / cols + eps);
+    for (int j = threadIdx.x * W; j < cols; j += blockDim.x * W) {
+        float v[W], g[W], h[W];
+        ld<W>(v, buf + j);
+        ld<W>(g, w + j);
+        ld<W>(h, b + j);
+#pragma unroll
+        for (int i = 0; i < W; ++i) v[i] = (v[i] - mean) * rstd * g[i] + h[i];
+        st<W>(yr + j, v);
+    }
 }
 
 extern "C" __global__ void residual_layernorm(float* out, const float* x, const float* res,
                                               const float* w, const float* b, int cols,
-                                              float eps) {
-    __shared__ float buf[256];
-    long long base = (long long)blockIdx.x * cols;
-    float* yr = out + base;
-    int t = threadIdx.x;
-
-    float sum = 0.f;
-    for (int j = t; j < cols; j += blockDim.x) {
-        yr[j] = x[base + j] + res[base + j];
-        sum += yr[j];
-    }
-    float mean = block_sum(sum, buf) / cols;
-
-    float sq = 0.f;
-    for (int j = t; j < cols; j += blockDim.x) sq += (yr[j] - mean) * (yr[j] - mean);
-    float rstd = rsqrtf(block_sum(sq, buf) / cols + eps);
-
-    for (int j = t; j < cols; j += blockDim.x) yr[j] = (yr[j] - mean) * rstd * w[j] + b[j];
+                                              float eps, int cache_row) {
+    extern __shared__ float4 smem[];
+    const long long base = (long long)blockIdx.x * cols;
+    // x + res waits in shared memory, or in the output row itself when it does not fit.
+    float* buf = cache_row ? reinterpret_cast<float*>(smem) : out + base;
+    const bool vec = (cols & 3) == 0 && aligned16(x) && aligned16(res) && aligned16(out) &&
+                     aligned16(w) && aligned16(b);
+    if (vec) residual_layernorm_row<4>(out + base, x + base, res + base, w, b, buf, cols, eps);
+    else residual_layernorm_row<1>(out + base, x + base, res + base, w, b, buf, cols, eps);
 }
 """,
     "residual_layernorm",
 )
+
+
+def _threads(cols: int) -> int:
+    # About 4 floats per thread, in whole warps, at most 256 threads per row.
+    return min(256, (cols + 127) // 128 * 32)
+
+
+_CACHE_COLS = 12288  # rows up to 48 KB are kept in shared memory between passes
 
 
 class ModelNew(nn.Module):
@@ -53,12 +133,14 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         x, residual = x.contiguous(), residual.contiguous()
+        n = self.norm
         out = torch.empty_like(x)
         cols = x.shape[-1]
-        n = self.norm
+        cached = cols <= _CACHE_COLS
         residual_layernorm(
             grid=(x.numel() // cols,),
-            block=(256,),
-            args=(out, x, residual, n.weight, n.bias, cols, n.eps),
+            block=(_threads(cols),),
+            args=(out, x, residual, n.weight, n.bias, cols, n.eps, int(cached)),
+            shared_mem=4 * cols if cached else 0,
         )
         return out
