@@ -219,8 +219,33 @@ def _poisoned_allocations() -> Iterator[None]:
         deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
 
 
+_INPUTS: _task_runtime.BoundedCache | None = None
+
+
 class _Trials:
     """Runs the candidate on one planned check's inputs and asks the parent for the verdict."""
+
+    def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """(pristine inputs, fingerprint) for a check, drawn once per worker and kept: every
+        candidate for a task is checked on the same seeds. The candidate gets clones."""
+        global _INPUTS
+        if _INPUTS is None:
+            _INPUTS = _task_runtime.BoundedCache(_task_runtime.cache_budget(self.device))
+        distribution = self.cfg.get("distribution", "normal")
+        key = _INPUTS.key(
+            self.cfg["task_digest"], step["sizes"], step["seed"], distribution, str(self.device)
+        )
+        found = _INPUTS.get(key)
+        if found is None:
+            try:
+                drawn = _task_runtime.draw_inputs(
+                    self.task, self.device, step["seed"], distribution
+                )
+            except TaskFailure as exc:
+                raise _reference_failed(exc) from None
+            found = (drawn, _compare.fingerprint(drawn))
+            _INPUTS.put(key, found)
+        return found
 
     def __init__(self, task, model_new, device, cfg, exchange: str, check: Check) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
@@ -228,14 +253,8 @@ class _Trials:
 
     def run(self, index: int, step: dict[str, Any], after_timing: bool = False) -> list[Any]:
         """Run check ``index``; raise a verdict unless it passed; return its inputs."""
-        try:
-            inputs = _task_runtime.draw_inputs(
-                self.task, self.device, step["seed"], self.cfg.get("distribution", "normal")
-            )
-        except TaskFailure as exc:
-            raise _reference_failed(exc) from None
-        prints = _compare.fingerprint(inputs)
-        pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        pristine, prints = self.draw(step)
+        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
         try:
             with torch.no_grad(), _poisoned_allocations():
                 output = self.model_new(*inputs)

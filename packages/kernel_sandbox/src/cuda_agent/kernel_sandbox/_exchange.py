@@ -12,6 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+import warnings
 from typing import Any
 
 import torch
@@ -90,13 +91,13 @@ def write_outputs(path: str, outputs: list[torch.Tensor]) -> list[dict[str, Any]
 
 
 def read_outputs(path: str, meta: Any, device: torch.device) -> list[torch.Tensor]:
-    """Tensors described by ``meta`` (sent by an untrusted process), read from the file."""
+    """Tensors described by ``meta`` (sent by an untrusted process), copied out of the file."""
     if not isinstance(meta, list):
         raise ExchangeError("damaged output description")
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         size = os.fstat(fd).st_size
-        tensors = []
+        layout = []
         for i, m in enumerate(meta):
             dtype, shape, offset = _checked(m, size)
             if m["device"] != str(device):
@@ -107,15 +108,23 @@ def read_outputs(path: str, meta: Any, device: torch.device) -> list[torch.Tenso
             nbytes = count * dtype.itemsize
             if offset + nbytes > size:
                 raise ExchangeError("the exchange file is shorter than its description")
-            if nbytes == 0:
-                tensors.append(torch.empty(shape, dtype=dtype, device=device))
-                continue
-            data = os.pread(fd, nbytes, offset)
-            if len(data) != nbytes:
-                raise ExchangeError("the exchange file is shorter than its description")
-            host = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
-            tensors.append(host.to(device))
-        return tensors
+            layout.append((dtype, shape, offset, nbytes))
+        end = max((o + n for _, _, o, n in layout), default=0)
+        if end == 0:
+            return [torch.empty(s, dtype=d, device=device) for d, s, _, _ in layout]
+        with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mm:
+            tensors = []
+            for dtype, shape, offset, nbytes in layout:
+                if nbytes == 0:
+                    tensors.append(torch.empty(shape, dtype=dtype, device=device))
+                    continue
+                with warnings.catch_warnings():  # the map is read-only; we only copy from it
+                    warnings.simplefilter("ignore", UserWarning)
+                    raw = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=offset)
+                host = raw.view(dtype).reshape(shape)
+                tensors.append(host.to(device) if device.type != "cpu" else host.clone())
+                del raw, host
+            return tensors
     finally:
         os.close(fd)
 

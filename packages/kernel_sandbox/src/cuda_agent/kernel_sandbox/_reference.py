@@ -43,32 +43,63 @@ def _model(request: dict[str, Any], home: Path) -> tuple[types.ModuleType, torch
     return task, model
 
 
-def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
-    """Judge one trial. Returns ``passed``, the worst errors and a message; or
-    ``reference_failed`` (a message) when the task itself failed, so no verdict is possible."""
+_EXPECTED: _task_runtime.BoundedCache | None = None
+
+
+def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torch.Tensor]]:
+    """(input fingerprint, expected outputs) of one trial, computed once per worker and kept:
+    every candidate for a task is checked on the same seeds. Raises ``TaskFailure``."""
+    global _EXPECTED
     device = torch.device(request["device"])
-    try:
-        task, model = _model(request, home)
-        # Module-level sizes are read by get_inputs: set them for this entry again.
-        _task_runtime.override_sizes(task, request["sizes"])
-        inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
-    except _task_runtime.TaskFailure as exc:
-        return {"reference_failed": str(exc)}
-    if not _compare.same_fingerprint(_compare.fingerprint(inputs), request.get("inputs") or []):
-        return {
-            "reference_failed": "the task's get_inputs() drew different inputs in the reference "
-            "worker than in the candidate worker from the same seed; it must draw only from "
-            "torch's global generator"
-        }
+    if _EXPECTED is None:
+        _EXPECTED = _task_runtime.BoundedCache(_task_runtime.cache_budget(device))
+    key = _EXPECTED.key(
+        request["task_digest"],
+        request["sizes"],
+        request["seed"],
+        request["distribution"],
+        request["device"],
+        request["model_seed"],
+    )
+    found = _EXPECTED.get(key)
+    if found is not None:
+        return found
+    task, model = _model(request, home)
+    # Module-level sizes are read by get_inputs: set them for this entry again.
+    _task_runtime.override_sizes(task, request["sizes"])
+    inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
     try:
         with torch.no_grad():
             want = _task_runtime.as_tensors(model(*inputs))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     except Exception as exc:
-        return {"reference_failed": f"the reference forward failed: {type(exc).__name__}: {exc}"}
+        raise _task_runtime.TaskFailure(
+            f"the reference forward failed: {type(exc).__name__}: {exc}"
+        ) from None
     if want is None:
-        return {"reference_failed": "the reference forward returned neither a tensor nor a tuple"}
+        raise _task_runtime.TaskFailure(
+            "the reference forward returned neither a tensor nor a tuple"
+        )
+    entry = (_compare.fingerprint(inputs), [w.detach() for w in want])
+    _EXPECTED.put(key, entry)
+    return entry
+
+
+def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
+    """Judge one trial. Returns ``passed``, the worst errors and a message; or
+    ``reference_failed`` (a message) when the task itself failed, so no verdict is possible."""
+    device = torch.device(request["device"])
+    try:
+        prints, want = _expected(request, home)
+    except _task_runtime.TaskFailure as exc:
+        return {"reference_failed": str(exc)}
+    if not _compare.same_fingerprint(prints, request.get("inputs") or []):
+        return {
+            "reference_failed": "the task's get_inputs() drew different inputs in the reference "
+            "worker than in the candidate worker from the same seed; it must draw only from "
+            "torch's global generator"
+        }
     try:
         got = _exchange.read_outputs(request["exchange"], request.get("outputs"), device)
     except _exchange.ExchangeError as exc:

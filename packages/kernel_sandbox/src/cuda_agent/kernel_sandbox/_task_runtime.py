@@ -7,8 +7,10 @@ same model and draw the same inputs from the same seed.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import types
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,53 @@ def as_tensors(output: Any) -> list[torch.Tensor] | None:
     if isinstance(output, list | tuple) and all(isinstance(o, torch.Tensor) for o in output):
         return list(output)
     return None
+
+
+def tensor_bytes(value: Any) -> int:
+    """Bytes held by the tensors in a (nested) list or tuple."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, list | tuple):
+        return sum(tensor_bytes(v) for v in value)
+    return 0
+
+
+class BoundedCache:
+    """A least-recently-used mapping bounded by the tensor bytes of its values.
+
+    Workers keep what every job of a task needs again (its inputs for each seed, its expected
+    outputs) instead of drawing and computing them anew: drawing a 4096 x 4096 input on the CPU
+    alone costs about 0.15 s.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+
+    @staticmethod
+    def key(*parts: Any) -> str:
+        return json.dumps(parts, sort_keys=True, default=str)
+
+    def get(self, key: str) -> Any | None:
+        if key not in self._items:
+            return None
+        self._items.move_to_end(key)
+        return self._items[key][0]
+
+    def put(self, key: str, value: Any) -> None:
+        size = tensor_bytes(value)
+        if size > self.max_bytes:
+            return
+        if key in self._items:
+            self._bytes -= self._items.pop(key)[1]
+        self._items[key] = (value, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, (_, freed) = self._items.popitem(last=False)
+            self._bytes -= freed
+
+
+def cache_budget(device: torch.device) -> int:
+    """Bytes a worker may keep cached: 4 GiB of GPU memory, 512 MiB of host memory."""
+    return (4 << 30) if device.type == "cuda" else (512 << 20)
