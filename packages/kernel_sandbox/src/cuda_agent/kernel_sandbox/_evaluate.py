@@ -50,6 +50,8 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
     device = torch.device(cfg["device"])
     result: dict[str, Any] = {}
     plan: list[dict[str, Any]] = job["checks"]
+    seconds: dict[str, float] = {}  # where the job's time went (EvalResult.extra["seconds"])
+    trial: _Trials | None = None
     try:
         enter_phase("load")
         try:
@@ -64,6 +66,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         result["build_seconds"] = time.perf_counter() - t0
         reference, model_new = _build_models(task, candidate, device, cfg["seed"])
         trial = _Trials(task, model_new, device, cfg, job["exchange"], check)
+        seconds["load"] = time.perf_counter() - t0
 
         enter_phase("correctness")
         launches_before = launch.launch_count()
@@ -84,7 +87,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
 
         if cfg.get("measure_time", True):
             enter_phase("timing")
+            t_timing = time.perf_counter()
             result.update(_time(task, reference, model_new, inputs, device, cfg))
+            seconds["timing"] = time.perf_counter() - t_timing
             # Re-check on fresh inputs: a candidate that behaves differently once it has been
             # called many times (detects warm-up, caches results) is caught here.
             enter_phase("correctness")
@@ -97,6 +102,10 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         result["status"] = verdict.status
         result["message"] = verdict.message
         result.update(verdict.extra)
+    if trial is not None:
+        seconds.update(trial.seconds)
+    extra = result.get("extra")
+    result["extra"] = {**(extra if isinstance(extra, dict) else {}), "seconds": seconds}
     return result
 
 
@@ -247,14 +256,22 @@ class _Trials:
             _INPUTS.put(key, found)
         return found
 
-    def __init__(self, task, model_new, device, cfg, exchange: str, check: Check) -> None:
+    def __init__(self, task, model_new, device, cfg, exchange: int, check: Check) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
         self.exchange, self.check = exchange, check
+        self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
+
+    def _add(self, what: str, since: float) -> float:
+        now = time.perf_counter()
+        self.seconds[what] += now - since
+        return now
 
     def run(self, index: int, step: dict[str, Any], after_timing: bool = False) -> list[Any]:
         """Run check ``index``; raise a verdict unless it passed; return its inputs."""
+        t = time.perf_counter()
         pristine, prints = self.draw(step)
         inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+        t = self._add("inputs", t)
         try:
             with torch.no_grad(), _poisoned_allocations():
                 output = self.model_new(*inputs)
@@ -262,6 +279,7 @@ class _Trials:
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
+        t = self._add("candidate", t)
         for a, b in zip(inputs, pristine, strict=True):
             if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                 raise _Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
@@ -275,7 +293,9 @@ class _Trials:
             meta = _exchange.write_outputs(self.exchange, got)
         except _exchange.ExchangeError as exc:
             raise _Verdict("incorrect", str(exc)) from None
+        t = self._add("exchange", t)
         answer = self.check(index, meta, prints)
+        self._add("verdicts", t)
         if "reference_failed" in answer:
             raise _reference_failed(answer["reference_failed"])
         if not answer.get("passed"):

@@ -1,10 +1,12 @@
 """Moving a trial's outputs from the candidate worker to the reference worker.
 
-The parent creates one sparse file per candidate worker (``create``), sized to the largest
-output a trial may produce. The candidate worker writes its raw output bytes into it through a
-memory map (writing inside an existing file is not limited by the worker's file-size rlimit)
-and sends only a description (dtype, shape, offset); the reference worker reads the bytes back
-into tensors. No pickle crosses the boundary: the reader trusts nothing but the bytes.
+The parent creates one anonymous in-memory file per slot (``create``: a ``memfd``, never
+written to disk), sized to the largest output a trial may produce, and hands its descriptor to
+the slot's candidate and reference workers. The candidate worker writes its raw output bytes
+into it through a memory map (writing inside an existing file is not limited by the worker's
+file-size rlimit) and sends only a description (dtype, shape, offset); the reference worker
+reads the bytes back into tensors. No pickle crosses the boundary: the reader trusts nothing but
+the bytes.
 """
 
 from __future__ import annotations
@@ -41,17 +43,19 @@ class ExchangeError(Exception):
     """The outputs cannot be passed on (too large, unsupported dtype, damaged description)."""
 
 
-def create(capacity: int) -> str:
-    """A new sparse exchange file of ``capacity`` bytes (the caller removes it)."""
-    fd, path = tempfile.mkstemp(prefix="cuda-agent-exchange-")
-    try:
-        os.ftruncate(fd, capacity)
-    finally:
-        os.close(fd)
-    return path
+def create(capacity: int) -> int:
+    """A new sparse in-memory file of ``capacity`` bytes; returns its descriptor, which the
+    caller passes to worker processes (``pass_fds``) and closes when done."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("cuda-agent-exchange", 0)
+    else:  # an unlinked temporary file: the same, on hosts without memfd
+        fd, path = tempfile.mkstemp(prefix="cuda-agent-exchange-")
+        os.unlink(path)
+    os.ftruncate(fd, capacity)
+    return fd
 
 
-def write_outputs(path: str, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
+def write_outputs(fd: int, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
     """Write ``outputs`` back to back into the exchange file; return their descriptions."""
     meta: list[dict[str, Any]] = []
     offset = 0
@@ -71,62 +75,63 @@ def write_outputs(path: str, outputs: list[torch.Tensor]) -> list[dict[str, Any]
         )
         offset += -(-nbytes // 64) * 64  # 64-byte aligned
     total = offset
-    with open(path, "r+b") as f:
-        size = os.fstat(f.fileno()).st_size
-        if total > size:
-            raise ExchangeError(
-                f"the outputs take {total} bytes, more than the {size} allowed per trial "
-                "(SandboxConfig.max_output_tensor_bytes)"
-            )
-        if total == 0:
-            return meta
-        with mmap.mmap(f.fileno(), total) as mm:
-            view = torch.frombuffer(mm, dtype=torch.uint8)
-            for out, m in zip(outputs, meta, strict=True):
-                if m["nbytes"]:
-                    flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
-                    view[m["offset"] : m["offset"] + m["nbytes"]].copy_(flat)
-            del view
+    try:
+        size = os.fstat(fd).st_size
+    except OSError as exc:
+        raise ExchangeError(f"the exchange file is unusable: {exc}") from None
+    if total > size:
+        raise ExchangeError(
+            f"the outputs take {total} bytes, more than the {size} allowed per trial "
+            "(SandboxConfig.max_output_tensor_bytes)"
+        )
+    if total == 0:
+        return meta
+    with mmap.mmap(fd, total) as mm:
+        view = torch.frombuffer(mm, dtype=torch.uint8)
+        for out, m in zip(outputs, meta, strict=True):
+            if m["nbytes"]:
+                flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+                view[m["offset"] : m["offset"] + m["nbytes"]].copy_(flat)
+        del view
     return meta
 
 
-def read_outputs(path: str, meta: Any, device: torch.device) -> list[torch.Tensor]:
+def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]:
     """Tensors described by ``meta`` (sent by an untrusted process), copied out of the file."""
     if not isinstance(meta, list):
         raise ExchangeError("damaged output description")
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         size = os.fstat(fd).st_size
-        layout = []
-        for i, m in enumerate(meta):
-            dtype, shape, offset = _checked(m, size)
-            if m["device"] != str(device):
-                raise ExchangeError(f"output {i} is on {m['device']}, expected {device}")
-            count = 1
-            for s in shape:
-                count *= s
-            nbytes = count * dtype.itemsize
-            if offset + nbytes > size:
-                raise ExchangeError("the exchange file is shorter than its description")
-            layout.append((dtype, shape, offset, nbytes))
-        end = max((o + n for _, _, o, n in layout), default=0)
-        if end == 0:
-            return [torch.empty(s, dtype=d, device=device) for d, s, _, _ in layout]
-        with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mm:
-            tensors = []
-            for dtype, shape, offset, nbytes in layout:
-                if nbytes == 0:
-                    tensors.append(torch.empty(shape, dtype=dtype, device=device))
-                    continue
-                with warnings.catch_warnings():  # the map is read-only; we only copy from it
-                    warnings.simplefilter("ignore", UserWarning)
-                    raw = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=offset)
-                host = raw.view(dtype).reshape(shape)
-                tensors.append(host.to(device) if device.type != "cpu" else host.clone())
-                del raw, host
-            return tensors
-    finally:
-        os.close(fd)
+    except OSError as exc:
+        raise ExchangeError(f"the exchange file is unusable: {exc}") from None
+    layout = []
+    for i, m in enumerate(meta):
+        dtype, shape, offset = _checked(m, size)
+        if m["device"] != str(device):
+            raise ExchangeError(f"output {i} is on {m['device']}, expected {device}")
+        count = 1
+        for s in shape:
+            count *= s
+        nbytes = count * dtype.itemsize
+        if offset + nbytes > size:
+            raise ExchangeError("the exchange file is shorter than its description")
+        layout.append((dtype, shape, offset, nbytes))
+    end = max((o + n for _, _, o, n in layout), default=0)
+    if end == 0:
+        return [torch.empty(s, dtype=d, device=device) for d, s, _, _ in layout]
+    with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mm:
+        tensors = []
+        for dtype, shape, offset, nbytes in layout:
+            if nbytes == 0:
+                tensors.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            with warnings.catch_warnings():  # the map is read-only; we only copy from it
+                warnings.simplefilter("ignore", UserWarning)
+                raw = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=offset)
+            host = raw.view(dtype).reshape(shape)
+            tensors.append(host.to(device) if device.type != "cpu" else host.clone())
+            del raw, host
+        return tensors
 
 
 def _checked(m: Any, size: int) -> tuple[torch.dtype, list[int], int]:

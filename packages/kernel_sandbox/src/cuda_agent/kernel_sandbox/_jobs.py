@@ -15,6 +15,7 @@ import json
 import math
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,8 +66,9 @@ class Broker:
 
     job: dict[str, Any]
     reference: Worker
-    exchange: str
+    exchange: int
     record: dict[int, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0  # spent waiting for the reference worker
 
     def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
         plan = self.job["checks"]
@@ -92,10 +94,12 @@ class Broker:
             "inputs": message.get("inputs"),
             "exchange": self.exchange,
         }
+        started = time.perf_counter()
         try:
             answer = self.reference.run(request)
         except WorkerDied as death:
             answer = {"reference_failed": f"the reference worker failed: {death.reason}"}
+        self.seconds += time.perf_counter() - started
         self.record[index] = answer
         return answer
 
@@ -139,6 +143,9 @@ def compose(raw: dict[str, Any], broker: Broker, task: Task, backend: str) -> Ev
         if key in raw
     }
     data.update(task=task.name, backend=backend, trials=[t.__dict__ for t in trials])
+    extra: dict[str, Any] = data["extra"] if isinstance(data.get("extra"), dict) else {}
+    seconds = extra["seconds"] if isinstance(extra.get("seconds"), dict) else {}
+    data["extra"] = {**extra, "seconds": {**seconds, "reference": broker.seconds}}
     if trials:
         data["max_abs_error"] = max(t.max_abs_error for t in trials)
         data["max_rel_error"] = max(t.max_rel_error for t in trials)

@@ -52,10 +52,11 @@ class Worker:
         self.index = index
         self.role = role
         self.proc: subprocess.Popen[bytes] | None = None
-        self.jobs_done = 0
+        self.jobs_done = 0.0
         self._buffer = b""
         self.network_isolated = False
         self.identity: dict[str, str] = {}
+        self.pass_fds: tuple[int, ...] = ()  # descriptors the worker inherits (the exchange)
 
     # ------------------------------------------------------------------------- lifecycle
     def _env(self) -> dict[str, str]:
@@ -97,9 +98,10 @@ class Worker:
             stderr=subprocess.DEVNULL,
             env=self._env(),
             start_new_session=True,
+            pass_fds=self.pass_fds,
         )
         self._buffer = b""
-        self.jobs_done = 0
+        self.jobs_done = 0.0
         message = self._read(time.monotonic() + self.config.deadlines.startup, "startup")
         if message.get("type") != "ready":
             self.kill()
@@ -152,7 +154,9 @@ class Worker:
                 deadline += time.monotonic() - started
                 self._send({"type": "checked", **answer})
             elif message.get("type") == "result":
-                self.jobs_done += 1
+                # Reference and compile jobs are many small ones per evaluation: only candidate
+                # jobs count towards recycling.
+                self.jobs_done += 1 if self.role == "candidate" else 0.02
                 result = message.get("result")
                 if not isinstance(result, dict):
                     self.kill()

@@ -40,13 +40,16 @@ class _Slot:
 
     candidate: Worker
     reference: Worker
-    exchange: str
+    exchange: int  # descriptor of the in-memory exchange file both workers inherit
+
+    def __post_init__(self) -> None:
+        self.candidate.pass_fds = self.reference.pass_fds = (self.exchange,)
 
     def kill(self) -> None:
         self.candidate.kill()
         self.reference.kill()
         with contextlib.suppress(OSError):
-            os.unlink(self.exchange)
+            os.close(self.exchange)
 
 
 class Sandbox:
