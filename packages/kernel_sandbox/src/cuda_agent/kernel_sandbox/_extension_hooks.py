@@ -9,12 +9,6 @@ installs these hooks before importing a candidate:
   asked for again, by any worker, in any run, is only loaded: no compiler runs. A file lock per
   directory makes concurrent builds of one extension build it once; a build killed at its
   deadline leaves no lock that would stall the next one.
-- **Faster misses.** In extensions with CUDA sources, optimisation flags for *host* code
-  (``-O2``/``-O3`` in ``extra_cflags``, and ``-O`` levels given to ``nvcc``, which apply to
-  host code only) are dropped unless ``CUDA_AGENT_HOST_OPT=1``: there the host side is a thin
-  wrapper around a kernel launch, and optimising torch's headers is much of its compile time.
-  Device code keeps full optimisation (``ptxas`` defaults to ``-O3``). C++-only extensions (the
-  CPU backend, where the C++ *is* the kernel) keep their flags.
 - **Compiler errors as compile errors.** A failed build becomes a ``CompileError`` whose text
   is trimmed to ``file:line: error: message`` lines, not the harness's traceback.
 - **Counted calls.** Every call of a function of such an extension counts as a custom-kernel
@@ -41,8 +35,6 @@ from typing import Any
 from . import launch
 from ._compile import cache_dir, trim_compiler_log
 from .errors import CompileError
-
-_HOST_OPT = re.compile(r"^-O[0-9sgz]?$|^--optimize(=.*)?$")
 
 
 class _CountingExtension:
@@ -72,12 +64,6 @@ class _CountingExtension:
         return f"<counted extension {self._module!r}>"
 
 
-def _without_host_opt(flags: Any) -> Any:
-    if os.environ.get("CUDA_AGENT_HOST_OPT") == "1" or not isinstance(flags, list | tuple):
-        return flags
-    return [f for f in flags if not (isinstance(f, str) and _HOST_OPT.match(f))]
-
-
 def _build_key(kind: str, arguments: dict[str, Any]) -> str:
     import torch
 
@@ -103,7 +89,6 @@ def _build_key(kind: str, arguments: dict[str, Any]) -> str:
         arch,
         sys.version_info[:2],
         platform.machine(),
-        os.environ.get("CUDA_AGENT_HOST_OPT", ""),
     ]
     text = json.dumps(identity, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -137,16 +122,6 @@ def _exclusive(directory: Path) -> Iterator[None]:
         yield
 
 
-def _has_cuda(kind: str, arguments: dict[str, Any]) -> bool:
-    if arguments.get("with_cuda"):
-        return True
-    if kind == "load_inline":
-        return bool(arguments.get("cuda_sources"))
-    sources = arguments.get("sources")
-    paths = [sources] if isinstance(sources, str) else list(sources or [])
-    return any(str(p).endswith((".cu", ".cuh")) for p in paths)
-
-
 def _cached_loader(kind: str, original: Any) -> Any:
     import torch.utils.cpp_extension as cpp_extension
 
@@ -155,10 +130,6 @@ def _cached_loader(kind: str, original: Any) -> Any:
     def loader(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         arguments = dict(bound.arguments)
-        if _has_cuda(kind, arguments):
-            for name in ("extra_cflags", "extra_cuda_cflags"):
-                if name in arguments:
-                    arguments[name] = _without_host_opt(arguments[name])
         arguments.pop("build_directory", None)
         arguments.pop("verbose", None)
         try:
