@@ -92,7 +92,7 @@ def test_documented_cpu_examples_pass(relu, tmp_path, monkeypatch):
             "cuda_extension.relu_forward(x.contiguous())", "torch.relu(x)"
         )
         result = sandbox.evaluate(relu, decoy)
-        assert result.status == "rejected" and "no_custom_kernel" in result.flags
+        assert result.status == "rejected" and "torch_compute" in result.flags
         # CUDA sources on the CPU backend: a compile error that says what to do.
         cuda_files = read_candidate(EXAMPLES / "workdir_cuda")
         result = sandbox.evaluate(relu, cuda_files)

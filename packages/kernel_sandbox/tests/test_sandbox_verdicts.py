@@ -19,7 +19,12 @@ from cuda_agent.kernel_sandbox import (
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with Sandbox(SandboxConfig(backend="cpu", workers=1, repeats=5, timing_budget_s=0.5)) as sb:
+    # Static checks off: these tests are about what the workers do at run time (the static
+    # checks would refuse several of these candidates before they run; test_sandbox_static.py).
+    config = SandboxConfig(
+        backend="cpu", workers=1, repeats=5, timing_budget_s=0.5, static_checks=False
+    )
+    with Sandbox(config) as sb:
         yield sb
 
 
@@ -175,7 +180,11 @@ def test_candidates_cannot_reach_the_network(relu):
 def test_host_memory_is_capped_and_the_worker_survives(relu):
     hog = _module("big = torch.empty(6 << 30, dtype=torch.uint8)\nreturn torch.relu(x)")
     config = SandboxConfig(
-        backend="cpu", workers=1, max_memory_bytes=4 << 30, require_custom_kernel=False
+        backend="cpu",
+        workers=1,
+        max_memory_bytes=4 << 30,
+        require_custom_kernel=False,
+        static_checks=False,
     )
     with Sandbox(config) as sb:
         result = sb.evaluate(relu, hog)
@@ -223,7 +232,13 @@ class ModelNew(nn.Module):
 
 @pytest.mark.slow
 def test_load_inline_candidates_count_as_custom_kernels(relu):
-    config = SandboxConfig(backend="cpu", workers=1, repeats=5, deadlines=Deadlines(load=400.0))
+    config = SandboxConfig(
+        backend="cpu",
+        workers=1,
+        repeats=5,
+        deadlines=Deadlines(load=400.0),
+        static_checks=False,  # the decoy must be caught by the launch counter itself
+    )
     with Sandbox(config) as sb:
         honest = sb.evaluate(relu, LOAD_INLINE_RELU)
         assert honest.status == "ok", honest.message

@@ -49,6 +49,13 @@ class SandboxConfig:
     # by a reference worker; later jobs time only candidate and eager (no 10 s compile).
     cache_baselines: bool = True
     require_custom_kernel: bool = True  # reject candidates that never launch a kernel
+    # Anti-cheat: static (AST) checks in the caller before any candidate code runs, and runtime
+    # checks in the worker (see static_checks.py and the README's red-team table).
+    static_checks: bool = True
+    runtime_checks: bool = True
+    # PyTorch operators the forward path may call anyway (library kernels such as "matmul",
+    # "conv2d"; as the reference system allows cuBLAS / cuDNN). Empty: none.
+    allowed_torch_ops: tuple[str, ...] = ()
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
     # Largest total size of one trial's outputs (they travel to the reference worker).

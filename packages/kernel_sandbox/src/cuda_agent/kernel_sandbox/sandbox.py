@@ -31,6 +31,7 @@ from ._pool import Worker, WorkerDied
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
+from .static_checks import Finding, static_findings
 from .tasks import Task
 
 
@@ -115,6 +116,12 @@ class Sandbox:
             )
         source = read_candidate(candidate)
         started = time.perf_counter()
+        if self.config.static_checks:
+            findings = static_findings(source, allowed_torch_ops=self.config.allowed_torch_ops)
+            if findings:
+                return _with_wall_time(
+                    _rejected(task, self.config.backend, findings), time.perf_counter() - started
+                )
         job = self._job(task, source, sizes, distribution, measure_time)
         if self._n_compilers and _needs_build(source):
             failed = self._prepare(job)
@@ -244,6 +251,23 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+
+def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
+    """The verdict on a candidate the static checks refused: every finding, one per line."""
+    lines = [str(f) for f in findings[:10]]
+    if len(findings) > 10:
+        lines.append(f"... and {len(findings) - 10} more")
+    return EvalResult(
+        status="rejected",
+        message="refused before running:\n" + "\n".join(lines),
+        task=task.name,
+        backend=backend,
+        flags=tuple(sorted({f.code for f in findings})),
+        extra={
+            "findings": [{"code": f.code, "line": f.line, "reason": f.reason} for f in findings]
+        },
+    )
 
 
 def _needs_build(candidate: str | dict[str, str]) -> bool:

@@ -1,0 +1,748 @@
+"""Static (AST) checks of candidate Python for reward hacks, run before any candidate code.
+
+``check_candidate_source(source)`` returns ``Finding`` s, each with a code (the flag put in
+``EvalResult.flags``), the line, and a short reason an LLM can act on. The sandbox runs it in the
+caller's process (parsing is safe; nothing is executed) and rejects a candidate with findings
+without using a worker. Runtime checks in the worker catch what static analysis cannot see
+(operators reached through aliases, C++ extensions that call PyTorch, threads, caches).
+
+What is checked, and why (each is a hack seen in the wild; see the package README's table):
+
+- ``torch_compute``: PyTorch computing in the forward path (``torch.*``, ``F.*``, tensor compute
+  methods, calling ``nn`` layers) instead of the candidate's kernels. Allocation, views,
+  reshapes, casts and copies are allowed; library operators (``matmul``, ``conv2d``, ...) only
+  when listed in ``allowed_torch_ops`` (as the reference system allows cuBLAS / cuDNN).
+- ``fallback``: ``try`` / ``except`` in the forward path (a PyTorch fallback when the kernel
+  fails).
+- ``reference_model``: subclassing, calling or importing the reference ``Model``.
+- ``concurrency``: threads, processes, asyncio (work the timer does not see).
+- ``side_stream``: creating or switching CUDA streams (work the timer does not see).
+- ``patching``: assigning to attributes of imported modules (timers, events, ``synchronize``,
+  anything in torch), ``setattr`` / ``delattr``.
+- ``introspection``: ``gc``, ``inspect``, frames, ``globals()``, ``sys.modules``, dunder access.
+- ``file_access``: files, the environment, processes (``open``, ``os.*``, ``sys.exit``, ...).
+- ``output_cache``: module-level containers filled in the forward path, memoising decorators,
+  state stored on ``self`` during ``forward``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+# PyTorch functions (torch.X and tensor methods) that allocate, view, reshape, cast, copy or
+# describe tensors: allowed anywhere.
+ALLOWED_TORCH = frozenset(
+    [
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "tensor",
+        "as_tensor",
+        "from_numpy",
+        "arange",
+        "device",
+        "dtype",
+        "Size",
+        "finfo",
+        "iinfo",
+        "is_tensor",
+        "is_floating_point",
+        "is_complex",
+        "numel",
+        "get_default_dtype",
+        "no_grad",
+        "inference_mode",
+        "enable_grad",
+        "is_grad_enabled",
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "unsqueeze",
+        "permute",
+        "transpose",
+        "t",
+        "expand",
+        "expand_as",
+        "narrow",
+        "select",
+        "split",
+        "chunk",
+        "unbind",
+        "movedim",
+        "as_strided",
+        "contiguous",
+        "detach",
+        "clone",
+        "to",
+        "cpu",
+        "cuda",
+        "float",
+        "half",
+        "double",
+        "bfloat16",
+        "int",
+        "long",
+        "short",
+        "bool",
+        "byte",
+        "char",
+        "type",
+        "type_as",
+        "size",
+        "dim",
+        "ndimension",
+        "stride",
+        "storage_offset",
+        "data_ptr",
+        "is_contiguous",
+        "element_size",
+        "nelement",
+        "item",
+        "tolist",
+        "new_empty",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_tensor",
+        "fill_",
+        "zero_",
+        "copy_",
+        "requires_grad_",
+        "get_device",
+        "is_cuda",
+        "shape",
+        "numpy",
+        "untyped_storage",
+    ]
+)
+# torch sub-namespaces whose functions are infrastructure, not compute.
+ALLOWED_NAMESPACES = (
+    "torch.utils.cpp_extension",
+    "torch.cuda.current_stream",
+    "torch.cuda.current_device",
+    "torch.cuda.get_device_properties",
+    "torch.cuda.get_device_capability",
+    "torch.cuda.is_available",
+    "torch.cuda.device_count",
+    "torch.cuda.synchronize",
+    "torch.nn.Parameter",
+    "torch.nn.Module",
+    "torch.nn.ParameterList",
+    "torch.nn.ParameterDict",
+    "torch.nn.init",
+    "torch.library",
+    "torch.Tensor",
+    "torch.float",
+    "torch.is_",
+    "torch.get_",
+    "torch.Generator",
+    "torch.manual_seed",
+)
+# Tensor methods that compute (flagged when called on anything in the forward path).
+COMPUTE_METHODS = frozenset(
+    [
+        "abs",
+        "absolute",
+        "acos",
+        "add",
+        "addmm",
+        "addmv",
+        "addbmm",
+        "baddbmm",
+        "all",
+        "amax",
+        "amin",
+        "any",
+        "argmax",
+        "argmin",
+        "argsort",
+        "asin",
+        "atan",
+        "atan2",
+        "bmm",
+        "ceil",
+        "clamp",
+        "clamp_",
+        "clip",
+        "cos",
+        "cosh",
+        "cumsum",
+        "cumprod",
+        "div",
+        "divide",
+        "dot",
+        "einsum",
+        "eq",
+        "erf",
+        "exp",
+        "exp_",
+        "expm1",
+        "floor",
+        "fmod",
+        "ge",
+        "gelu",
+        "gt",
+        "hardswish",
+        "hardtanh",
+        "le",
+        "leaky_relu",
+        "lerp",
+        "log",
+        "log_softmax",
+        "log1p",
+        "log2",
+        "logsumexp",
+        "lt",
+        "masked_fill",
+        "matmul",
+        "max",
+        "maximum",
+        "mean",
+        "median",
+        "min",
+        "minimum",
+        "mm",
+        "mul",
+        "mul_",
+        "multiply",
+        "mv",
+        "nan_to_num",
+        "ne",
+        "neg",
+        "norm",
+        "pow",
+        "prod",
+        "reciprocal",
+        "relu",
+        "relu_",
+        "remainder",
+        "round",
+        "rsqrt",
+        "sigmoid",
+        "sign",
+        "silu",
+        "sin",
+        "sinh",
+        "softmax",
+        "softplus",
+        "sort",
+        "sqrt",
+        "square",
+        "std",
+        "sub",
+        "sub_",
+        "subtract",
+        "sum",
+        "tanh",
+        "topk",
+        "tril",
+        "triu",
+        "true_divide",
+        "var",
+        "where",
+        "add_",
+        "div_",
+        "sigmoid_",
+        "tanh_",
+    ]
+)
+# Modules whose import alone means a forbidden capability.
+FORBIDDEN_IMPORTS = {
+    "threading": "concurrency",
+    "_thread": "concurrency",
+    "multiprocessing": "concurrency",
+    "concurrent": "concurrency",
+    "asyncio": "concurrency",
+    "subprocess": "file_access",
+    "socket": "file_access",
+    "signal": "file_access",
+    "shutil": "file_access",
+    "pickle": "file_access",
+    "gc": "introspection",
+    "inspect": "introspection",
+    "ctypes": "introspection",
+    "cffi": "introspection",
+    "importlib": "introspection",
+    "builtins": "introspection",
+    "traceback": "introspection",
+    "weakref": "introspection",
+}
+FORBIDDEN_CALLS = {
+    "open": "file_access",
+    "exec": "introspection",
+    "eval": "introspection",
+    "compile": "introspection",
+    "__import__": "introspection",
+    "globals": "introspection",
+    "locals": "introspection",
+    "vars": "introspection",
+    "setattr": "patching",
+    "delattr": "patching",
+    "exit": "file_access",
+    "quit": "file_access",
+    "breakpoint": "introspection",
+}
+FORBIDDEN_ATTRIBUTES = {
+    # frames, code objects and module tables
+    "__globals__": "introspection",
+    "__code__": "introspection",
+    "__closure__": "introspection",
+    "__builtins__": "introspection",
+    "__subclasses__": "introspection",
+    "__dict__": "introspection",
+    "f_back": "introspection",
+    "f_locals": "introspection",
+    "f_globals": "introspection",
+    "gi_frame": "introspection",
+    "_getframe": "introspection",
+    "modules": "introspection",  # sys.modules
+    "settrace": "introspection",
+    "setprofile": "introspection",
+    "environ": "file_access",
+    "getenv": "file_access",
+    "system": "file_access",
+    "popen": "file_access",
+    "fork": "concurrency",
+    "kill": "file_access",
+    "killpg": "file_access",
+    "_exit": "file_access",
+    "remove": "file_access",
+    "unlink": "file_access",
+    "listdir": "file_access",
+    "scandir": "file_access",
+    "read_text": "file_access",
+    "read_bytes": "file_access",
+    "write_text": "file_access",
+    "write_bytes": "file_access",
+    # streams
+    "Stream": "side_stream",
+    "ExternalStream": "side_stream",
+    "set_stream": "side_stream",
+    "stream": "side_stream",
+    "getStreamFromPool": "side_stream",
+}
+# Strings in kernel sources that create or pick a stream other than the current one.
+STREAM_SOURCE_MARKERS = ("cudaStreamCreate", "getStreamFromPool", "cudaStreamBeginCapture")
+MEMO_DECORATORS = frozenset({"lru_cache", "cache", "cached_property", "memoize"})
+FALLBACK_HINT = "handle errors by fixing the kernel; no fallback paths"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason to reject a candidate: ``code`` is the flag, ``reason`` tells the fix."""
+
+    code: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+def check_candidate_source(
+    source: str, *, allowed_torch_ops: Iterable[str] = (), filename: str = "model_new.py"
+) -> list[Finding]:
+    """Findings for one Python source (empty when it looks honest, or does not parse: the
+    worker then reports the syntax error). ``allowed_torch_ops`` names PyTorch operators the
+    forward path may call (``"matmul"``, ``"conv2d"``, ...)."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    checker = _Checker(tree, frozenset(allowed_torch_ops))
+    try:
+        checker.run()
+    except RecursionError:
+        return [Finding("introspection", 1, "the module is too deeply nested to analyse")]
+    unique: dict[tuple[str, int, str], Finding] = {}
+    for f in checker.findings:
+        unique.setdefault((f.code, f.line, f.reason), f)
+    return sorted(unique.values(), key=lambda f: (f.line, f.code))
+
+
+def check_candidate_files(
+    files: dict[str, str], *, allowed_torch_ops: Iterable[str] = ()
+) -> list[Finding]:
+    """``check_candidate_source`` over every Python file of a work directory, plus a scan of
+    its kernel sources for side streams."""
+    findings: list[Finding] = []
+    for name, text in sorted(files.items()):
+        if name.endswith(".py"):
+            for f in check_candidate_source(
+                text, allowed_torch_ops=allowed_torch_ops, filename=name
+            ):
+                findings.append(Finding(f.code, f.line, f"{name}: {f.reason}"))
+        else:
+            for marker in STREAM_SOURCE_MARKERS:
+                if marker in text:
+                    line = text[: text.index(marker)].count("\n") + 1
+                    findings.append(
+                        Finding(
+                            "side_stream",
+                            line,
+                            f"{name}: {marker} creates a stream other than the current one; "
+                            "launch on the current stream (work elsewhere escapes the timer)",
+                        )
+                    )
+    return findings
+
+
+class _Checker:
+    def __init__(self, tree: ast.Module, allowed_ops: frozenset[str]) -> None:
+        self.tree = tree
+        self.allowed_ops = allowed_ops
+        self.findings: list[Finding] = []
+        self.aliases: dict[str, str] = {}  # local name -> dotted module / object path
+        self.module_containers: set[str] = set()
+        self.defined_names: set[str] = set()
+
+    def add(self, code: str, node: ast.AST, reason: str) -> None:
+        self.findings.append(Finding(code, getattr(node, "lineno", 1), reason))
+
+    # ------------------------------------------------------------------------------ driver
+    def run(self) -> None:
+        for node in self.tree.body:
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                self.defined_names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.defined_names.add(target.id)
+                        if _is_container(node.value):
+                            self.module_containers.add(target.id)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                self.defined_names.add(node.target.id)
+                if node.value is not None and _is_container(node.value):
+                    self.module_containers.add(node.target.id)
+        for any_node in ast.walk(self.tree):
+            if isinstance(any_node, ast.Import | ast.ImportFrom):
+                self.visit_import(any_node)
+        for any_node in ast.walk(self.tree):
+            self.visit_anywhere(any_node)
+        for func, in_class in _functions(self.tree):
+            if isinstance(func, ast.AsyncFunctionDef):
+                self.add("concurrency", func, "async functions are not allowed in a candidate")
+            self.visit_decorators(func)
+            if func.name == "__init__" and in_class:
+                continue  # construction: layers, parameters, buffers
+            self.visit_forward_path(func, in_class)
+        for any_node in ast.walk(self.tree):
+            if isinstance(any_node, ast.ClassDef):
+                self.visit_class(any_node)
+
+    # ----------------------------------------------------------------------------- imports
+    def visit_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                self.aliases[alias.asname or root] = alias.name if alias.asname else root
+                self.check_module_name(alias.name, node)
+        else:
+            module = node.module or ""
+            if node.level:  # relative import inside a work directory: its own helper files
+                return
+            self.check_module_name(module, node)
+            for alias in node.names:
+                full = f"{module}.{alias.name}"
+                self.aliases[alias.asname or alias.name] = full
+                self.check_module_name(full, node)
+                if alias.name == "Model" or module.split(".")[0] in (
+                    "cuda_agent_task",
+                    "reference",
+                ):
+                    self.add(
+                        "reference_model",
+                        node,
+                        f"imports {alias.name} from {module}: the reference model may not be "
+                        "used by the candidate",
+                    )
+
+    def check_module_name(self, name: str, node: ast.AST) -> None:
+        root = name.split(".")[0]
+        if root in FORBIDDEN_IMPORTS:
+            code = FORBIDDEN_IMPORTS[root]
+            self.add(code, node, f"imports {root}: {_WHY[code]}")
+        if root in ("cuda_agent_task", "reference"):
+            self.add("reference_model", node, f"imports {name}: the reference may not be used")
+        if name.startswith("cuda_agent.kernel_sandbox") and not name.startswith(
+            "cuda_agent.kernel_sandbox.launch"
+        ):
+            self.add(
+                "introspection",
+                node,
+                f"imports {name}: only cuda_agent.kernel_sandbox.launch is for candidates",
+            )
+
+    def resolve(self, node: ast.expr) -> str | None:
+        """The dotted path an expression names (``F.relu`` -> ``torch.nn.functional.relu``)."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        base = self.aliases.get(node.id)
+        if base is None:
+            return None
+        return ".".join([base, *reversed(parts)])
+
+    # ------------------------------------------------------------------- whole-module rules
+    def visit_anywhere(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
+            code = FORBIDDEN_ATTRIBUTES[node.attr]
+            path = self.resolve(node) or node.attr
+            if code == "file_access" and node.attr in ("remove",) and self.resolve(node) is None:
+                return  # list.remove and friends: only module functions are file access
+            if (
+                code == "side_stream"
+                and not path.startswith(("torch", "cupy"))
+                and node.attr != "getStreamFromPool"
+            ):
+                return
+            if node.attr == "modules" and not path.startswith("sys"):
+                return
+            self.add(code, node, f"uses {path}: {_WHY[code]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = node.func.id
+            if name in FORBIDDEN_CALLS and name not in self.defined_names:
+                code = FORBIDDEN_CALLS[name]
+                self.add(code, node, f"calls {name}(): {_WHY[code]}")
+            if (
+                name == "getattr"
+                and len(node.args) >= 2
+                and not isinstance(node.args[1], ast.Constant)
+            ):
+                self.add("introspection", node, "getattr with a computed name is not allowed")
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in _flatten_targets(target):
+                    if isinstance(t, ast.Attribute):
+                        patched = self.resolve(t)
+                        if patched is not None:
+                            self.add(
+                                "patching",
+                                t,
+                                f"assigns {patched}: patching modules (timers, events, "
+                                "synchronize, torch) is not allowed",
+                            )
+        elif (
+            isinstance(node, ast.Name) and node.id == "Model" and "Model" not in self.defined_names
+        ):
+            if isinstance(node.ctx, ast.Load):
+                self.add(
+                    "reference_model",
+                    node,
+                    "refers to Model, the reference: compute with your own kernels",
+                )
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for marker in STREAM_SOURCE_MARKERS:
+                if marker in node.value:
+                    self.add(
+                        "side_stream",
+                        node,
+                        f"the kernel source uses {marker}: launch on the current stream "
+                        "(work on other streams escapes the timer)",
+                    )
+
+    def visit_class(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            if (
+                isinstance(base, ast.Name)
+                and base.id == "Model"
+                and "Model" not in self.defined_names
+            ):
+                self.add(
+                    "reference_model",
+                    node,
+                    f"class {node.name} subclasses the reference Model; subclass nn.Module",
+                )
+
+    def visit_decorators(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for dec in func.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name in MEMO_DECORATORS:
+                self.add(
+                    "output_cache",
+                    dec,
+                    f"@{name} on {func.name} memoises results across calls; compute every call",
+                )
+
+    # ---------------------------------------------------------------- forward-path rules
+    def visit_forward_path(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, in_class: bool
+    ) -> None:
+        layers = self.layer_attributes() if in_class else set()
+        for node in _walk_body(func):
+            if isinstance(node, ast.Try | ast.TryStar):
+                self.add("fallback", node, f"try/except in {func.name}: {FALLBACK_HINT}")
+            elif isinstance(node, ast.Call):
+                self.visit_call(node, func.name, layers)
+            elif isinstance(node, ast.Assign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for t in _flatten_targets(target):
+                        self.visit_store(t, func.name)
+
+    def visit_call(self, node: ast.Call, where: str, layers: set[str]) -> None:
+        func = node.func
+        path = self.resolve(func)
+        if path is not None and path.startswith("torch"):
+            name = path.rsplit(".", 1)[-1]
+            if path.startswith(ALLOWED_NAMESPACES) or name in ALLOWED_TORCH:
+                return
+            if name in self.allowed_ops:
+                return
+            self.add(
+                "torch_compute",
+                node,
+                f"{where} calls {path}: compute it in your own kernel (PyTorch may only "
+                "allocate, view, reshape and copy tensors here)",
+            )
+            return
+        if isinstance(func, ast.Attribute):
+            # self.layer(x) where layer is an nn layer built in __init__
+            if (
+                isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+                and func.attr in layers
+                and func.attr not in self.allowed_ops
+            ):
+                self.add(
+                    "torch_compute",
+                    node,
+                    f"{where} calls the PyTorch layer self.{func.attr}: compute it in your own "
+                    "kernel and use the layer only to hold the weights",
+                )
+            elif (
+                func.attr in COMPUTE_METHODS and path is None and func.attr not in self.allowed_ops
+            ):
+                if isinstance(func.value, ast.Name) and func.value.id in self.aliases:
+                    return  # a function of some other imported module (math.exp, ...)
+                self.add(
+                    "torch_compute",
+                    node,
+                    f"{where} calls .{func.attr}() on a tensor: compute it in your own kernel",
+                )
+            elif (
+                func.attr in ("append", "update", "setdefault", "add", "extend", "insert")
+                and isinstance(func.value, ast.Name)
+                and func.value.id in self.module_containers
+            ):
+                self.add(
+                    "output_cache",
+                    node,
+                    f"{where} fills the module-level {func.value.id}: results may not be "
+                    "kept across calls",
+                )
+
+    def visit_store(self, target: ast.expr, where: str) -> None:
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            if target.value.id in self.module_containers:
+                self.add(
+                    "output_cache",
+                    target,
+                    f"{where} stores into the module-level {target.value.id}: results may not "
+                    "be kept across calls",
+                )
+        elif (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and where == "forward"
+        ):
+            self.add(
+                "output_cache",
+                target,
+                f"forward stores self.{target.attr}: state kept across calls is not allowed; "
+                "allocate what you need in every call",
+            )
+
+    def layer_attributes(self) -> set[str]:
+        """``self.X`` assigned an ``nn`` layer (``torch.nn.Linear(...)``) in any ``__init__``."""
+        names: set[str] = set()
+        for func, in_class in _functions(self.tree):
+            if func.name != "__init__" or not in_class:
+                continue
+            for node in _walk_body(func):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    path = self.resolve(node.value.func) or ""
+                    if path.startswith("torch.nn.") and not path.startswith(ALLOWED_NAMESPACES):
+                        for t in node.targets:
+                            if (
+                                isinstance(t, ast.Attribute)
+                                and isinstance(t.value, ast.Name)
+                                and t.value.id == "self"
+                            ):
+                                names.add(t.attr)
+        return names
+
+
+_WHY = {
+    "concurrency": "threads, processes and async work escape the timer",
+    "file_access": "candidates may not touch files, the environment or processes",
+    "introspection": "inspecting or rewriting the interpreter is not allowed",
+    "patching": "patching modules (timers, events, synchronize, torch) is not allowed",
+    "side_stream": "launch on the current stream; work on other streams escapes the timer",
+}
+
+
+def _is_container(value: ast.expr) -> bool:
+    if isinstance(value, ast.Dict | ast.List | ast.Set):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name in ("dict", "list", "set", "OrderedDict", "defaultdict", "deque")
+    return False
+
+
+def _flatten_targets(target: ast.expr) -> Iterator[ast.expr]:
+    if isinstance(target, ast.Tuple | ast.List):
+        for elt in target.elts:
+            yield from _flatten_targets(elt)
+    elif isinstance(target, ast.Starred):
+        yield from _flatten_targets(target.value)
+    else:
+        yield target
+
+
+def _functions(
+    tree: ast.Module,
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, bool]]:
+    """Every function in the module, with whether it is a method."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield item, True
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node, False
+
+
+def _walk_body(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
+    for stmt in func.body:
+        yield from ast.walk(stmt)
+
+
+def static_findings(
+    candidate: str | dict[str, str], *, allowed_torch_ops: Iterable[str] = ()
+) -> list[Finding]:
+    """Findings for a candidate as a job carries it (module source or work-directory files)."""
+    if isinstance(candidate, dict):
+        return check_candidate_files(candidate, allowed_torch_ops=allowed_torch_ops)
+    return check_candidate_source(candidate, allowed_torch_ops=allowed_torch_ops)
