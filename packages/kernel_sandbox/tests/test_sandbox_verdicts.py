@@ -46,8 +46,9 @@ def test_honest_solution_is_ok_and_timed(sandbox, relu):
     result = sandbox.evaluate(relu, relu.solutions["cpu"])
     assert result.status == "ok", result.message
     assert result.correct and result.flags == ()
-    # 5 trials, then one more on fresh inputs after timing
-    assert len(result.trials) == 6 and all(t.passed for t in result.trials)
+    # static checks are off in this module's sandbox, runtime checks on: 5 trials, one on
+    # heavy-tailed values, one in place, then one more on fresh inputs after timing
+    assert len(result.trials) == 8 and all(t.passed for t in result.trials)
     assert result.max_abs_error == 0.0
     assert result.candidate_time_ms > 0 and result.eager_time_ms > 0
     assert result.speedup_vs_eager == pytest.approx(result.eager_time_ms / result.candidate_time_ms)
@@ -61,10 +62,20 @@ def test_every_builtin_solution_passes_in_the_sandbox(sandbox):
 
 
 def test_pytorch_only_candidate_is_rejected(sandbox, relu):
+    # Caught at run time by the operator recorder (the static checks are off here).
     result = sandbox.evaluate(relu, _module("return torch.relu(x)"))
     assert result.status == "rejected"
-    assert "no_custom_kernel" in result.flags
+    assert "torch_compute" in result.flags and "aten.relu" in result.message
     assert not result.correct
+
+
+def test_a_candidate_that_launches_no_kernel_is_rejected(sandbox, relu):
+    # Computes outside PyTorch and outside any kernel of its own (numpy): the launch counter.
+    decoy = _module(
+        "return torch.from_numpy(numpy.maximum(x.numpy(), 0))", prelude="import numpy\n"
+    )
+    result = sandbox.evaluate(relu, decoy)
+    assert result.status == "rejected" and "no_custom_kernel" in result.flags
 
 
 def test_wrong_values_are_incorrect_with_errors_reported(sandbox, relu):
@@ -262,14 +273,14 @@ def test_a_candidate_that_changes_after_warm_up_is_caught(sandbox, relu):
         )
         .replace(
             "        x = x.contiguous()",
-            "        CALLS[0] += 1\n        if CALLS[0] > 8:\n            return torch.zeros_like(x)\n"
+            "        CALLS[0] += 1\n        if CALLS[0] > 12:\n            return torch.zeros_like(x)\n"
             "        x = x.contiguous()",
         )
     )
     result = sandbox.evaluate(relu, sneaky)
     assert result.status == "rejected"
     assert "changed_after_timing" in result.flags
-    assert len(result.trials) == 6 and not result.trials[-1].passed
+    assert len(result.trials) == 8 and not result.trials[-1].passed
 
 
 def test_per_dtype_tolerances_apply_to_that_dtype_only(relu):
@@ -310,7 +321,8 @@ def test_declared_input_configurations_are_all_checked(sandbox, relu):
     assert task.input_configs == [{"BATCH": 3, "DIM": 17}, {"BATCH": 1, "DIM": 1}]
     honest = sandbox.evaluate(task, softmax.solutions["cpu"])
     assert honest.status == "ok", honest.message
-    assert len(honest.trials) == 5 + 2 + 1  # main trials, one per configuration, the re-check
+    # main trials, heavy-tailed, in place, one per configuration, the re-check
+    assert len(honest.trials) == 5 + 1 + 1 + 2 + 1
     # Hard-codes the visible row length: right on the main sizes, wrong on the others.
     fixed = softmax.solutions["cpu"].replace("x.shape[-1]", str(softmax.cpu_sizes["DIM"]))
     result = sandbox.evaluate(task, fixed)

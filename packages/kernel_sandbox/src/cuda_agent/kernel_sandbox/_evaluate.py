@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import _compare, _exchange, _extension_hooks, _task_runtime, launch
+from . import _compare, _exchange, _extension_hooks, _runtime_checks, _task_runtime, launch
 from ._task_runtime import TaskFailure
 from ._timing import time_interleaved
 from .candidates import kernel_sources
@@ -60,6 +60,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         except TaskFailure as exc:
             raise _reference_failed(exc) from None
         _extension_hooks.install()  # load_inline extensions: cached, counted
+        threads_at_load = _runtime_checks.python_threads()
         t0 = time.perf_counter()
         candidate = _load_candidate(job["candidate"], workdir, cfg["backend"])
         _extension_hooks.count_triton_launches()
@@ -70,10 +71,19 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
 
         enter_phase("correctness")
         launches_before = launch.launch_count()
-        inputs: list[Any] = []
+        inputs: list[Any] = []  # the last trial's, on the task's own distribution: timed
         for index, step in enumerate(plan):
             if step["stage"] == "trial":
-                inputs = trial.run(index, step)
+                drawn = trial.run(index, step)
+                inputs = drawn if "distribution" not in step else inputs
+            elif step["stage"] == "inplace":
+                trial.run(index, step, inplace=True)
+        if cfg["runtime_checks"] and _runtime_checks.python_threads() > threads_at_load:
+            raise _Verdict(
+                "rejected",
+                "ModelNew left threads running: work in background threads escapes the timer",
+                flags=["background_thread"],
+            )
         if cfg["require_custom_kernel"] and launch.launch_count() == launches_before:
             raise _Verdict(
                 "rejected",
@@ -93,8 +103,11 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
             # Re-check on fresh inputs: a candidate that behaves differently once it has been
             # called many times (detects warm-up, caches results) is caught here.
             enter_phase("correctness")
+            speedup = result["eager_time_ms"] / max(result["candidate_time_ms"], 1e-9)
             for index, step in enumerate(plan):
-                if step["stage"] == "after":
+                if step["stage"] == "after" or (
+                    step["stage"] == "reverify" and speedup > cfg["reverify_speedup"]
+                ):
                     trial.run(index, step, after_timing=True)
         result["status"] = "ok"
         result["message"] = "correct"
@@ -234,13 +247,61 @@ _INPUTS: _task_runtime.BoundedCache | None = None
 class _Trials:
     """Runs the candidate on one planned check's inputs and asks the parent for the verdict."""
 
+    def forward(self, inputs: list[Any]) -> Any:
+        """One candidate call on poisoned allocations, recording the PyTorch operators it ran."""
+        recorder = _runtime_checks.OpRecorder() if self.checks else contextlib.nullcontext()
+        try:
+            with torch.no_grad(), _poisoned_allocations(), recorder:
+                output = self.model_new(*inputs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
+        if isinstance(recorder, _runtime_checks.OpRecorder):
+            bad = _runtime_checks.forbidden_ops(recorder.ops, self.allowed)
+            if bad:
+                names = ", ".join(f"aten.{op}" for op in bad[:6])
+                raise _Verdict(
+                    "rejected",
+                    f"ModelNew.forward ran PyTorch operators ({names}): compute them in your own "
+                    "kernels (PyTorch may only allocate, view, reshape and copy tensors)",
+                    flags=["torch_compute"],
+                )
+        return output
+
+    def compare_runs(self, first: Any, second: Any) -> None:
+        a, b = _task_runtime.as_tensors(first), _task_runtime.as_tensors(second)
+        if a is None or b is None or len(a) != len(b):
+            return  # reported by the normal checks
+        for x, y in zip(a, b, strict=True):
+            same = (
+                x.shape == y.shape
+                and x.dtype == y.dtype
+                and bool(
+                    torch.isclose(
+                        x.detach().double(),
+                        y.detach().double(),
+                        atol=self.cfg["atol"],
+                        rtol=self.cfg["rtol"],
+                        equal_nan=True,
+                    ).all()
+                )
+            )
+            if not same:
+                raise _Verdict(
+                    "rejected",
+                    "two runs on the same inputs gave different outputs: the kernel reads "
+                    "memory it did not write, or races",
+                    flags=["nondeterministic"],
+                )
+
     def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
         """(pristine inputs, fingerprint) for a check, drawn once per worker and kept: every
         candidate for a task is checked on the same seeds. The candidate gets clones."""
         global _INPUTS
         if _INPUTS is None:
             _INPUTS = _task_runtime.BoundedCache(_task_runtime.cache_budget(self.device))
-        distribution = self.cfg.get("distribution", "normal")
+        distribution = step.get("distribution") or self.cfg.get("distribution", "normal")
         key = _INPUTS.key(
             self.cfg["task_digest"], step["sizes"], step["seed"], distribution, str(self.device)
         )
@@ -259,6 +320,10 @@ class _Trials:
     def __init__(self, task, model_new, device, cfg, exchange: int, check: Check) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
         self.exchange, self.check = exchange, check
+        self.checks = bool(cfg.get("runtime_checks", True))
+        self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
+        self.first = True
+        self.last_inputs: list[Any] | None = None
         self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
 
     def _add(self, what: str, since: float) -> float:
@@ -266,19 +331,37 @@ class _Trials:
         self.seconds[what] += now - since
         return now
 
-    def run(self, index: int, step: dict[str, Any], after_timing: bool = False) -> list[Any]:
-        """Run check ``index``; raise a verdict unless it passed; return its inputs."""
+    def run(
+        self,
+        index: int,
+        step: dict[str, Any],
+        after_timing: bool = False,
+        inplace: bool = False,
+    ) -> list[Any]:
+        """Run check ``index``; raise a verdict unless it passed; return its inputs.
+
+        ``inplace`` writes the new values into the previous check's input tensors instead of
+        fresh ones (a result cached by tensor identity or address comes out stale)."""
         t = time.perf_counter()
         pristine, prints = self.draw(step)
-        inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+        if inplace and self.last_inputs is not None:
+            inputs = self.last_inputs
+            for old, new in zip(inputs, pristine, strict=True):
+                if isinstance(old, torch.Tensor):
+                    old.copy_(new)
+        else:
+            inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
         t = self._add("inputs", t)
-        try:
-            with torch.no_grad(), _poisoned_allocations():
-                output = self.model_new(*inputs)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-        except Exception as exc:
-            raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
+        output = self.forward(inputs)
+        if self.checks and self.first:
+            # The same inputs again must give the same outputs: garbage memory that happened
+            # to match, or races, differ from run to run.
+            again = self.forward(
+                [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+            )
+            self.compare_runs(output, again)
+        self.first = False
+        self.last_inputs = inputs
         t = self._add("candidate", t)
         for a, b in zip(inputs, pristine, strict=True):
             if isinstance(a, torch.Tensor) and not torch.equal(a, b):
@@ -289,6 +372,9 @@ class _Trials:
                 "incorrect",
                 f"ModelNew returned {type(output).__name__}; expected a tensor or a tuple",
             )
+        problem = _runtime_checks.output_problem(got) if self.checks else ""
+        if problem:
+            raise _Verdict("rejected", problem, flags=["tensor_subclass"])
         try:
             meta = _exchange.write_outputs(self.exchange, got)
         except _exchange.ExchangeError as exc:
@@ -300,6 +386,13 @@ class _Trials:
             raise _reference_failed(answer["reference_failed"])
         if not answer.get("passed"):
             message = str(answer.get("message", ""))
+            if step["stage"] == "reverify":
+                raise _Verdict(
+                    "rejected",
+                    f"a speedup above {self.cfg['reverify_speedup']}x was re-verified on fresh "
+                    "inputs, and failed: " + message,
+                    flags=["failed_reverification"],
+                )
             if after_timing:
                 raise _Verdict(
                     "rejected",

@@ -56,6 +56,10 @@ class SandboxConfig:
     # PyTorch operators the forward path may call anyway (library kernels such as "matmul",
     # "conv2d"; as the reference system allows cuBLAS / cuDNN). Empty: none.
     allowed_torch_ops: tuple[str, ...] = ()
+    # With runtime checks: extra trials on other value distributions, and a speedup over eager
+    # above which the candidate is re-verified on fresh inputs after timing.
+    extra_distributions: tuple[str, ...] = ("heavy_tailed",)
+    reverify_speedup: float = 10.0
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
     # Largest total size of one trial's outputs (they travel to the reference worker).
@@ -79,6 +83,13 @@ class SandboxConfig:
         for dtype, pair in self.dtype_tolerances.items():
             if len(pair) != 2 or min(pair) < 0:
                 raise ValueError(f"dtype_tolerances[{dtype!r}] must be (atol, rtol) with both >= 0")
+        for name in self.extra_distributions:
+            if name not in INPUT_DISTRIBUTIONS:
+                raise ValueError(
+                    f"extra_distributions: {name!r} is not one of {INPUT_DISTRIBUTIONS}"
+                )
+        if self.reverify_speedup <= 1:
+            raise ValueError("reverify_speedup must be > 1")
         if self.warmup < 0 or self.atol < 0 or self.rtol < 0 or self.timing_budget_s <= 0:
             raise ValueError("warmup, atol and rtol must be >= 0 and timing_budget_s > 0")
 

@@ -1,0 +1,131 @@
+"""Runtime anti-cheat checks in the candidate worker (CPU backend, real workers): what static
+analysis cannot see is caught when the candidate runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, builtin_tasks
+from cuda_agent.kernel_sandbox._jobs import required_checks
+
+KERNEL = '''
+import torch
+from torch import nn
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+relu = cpu_kernel("""
+void relu(float* out, const float* x, long n) {
+    for (long i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+""", "relu")
+'''
+
+
+def _candidate(forward: str, prelude: str = "") -> str:
+    body = "".join(f"        {line}\n" for line in forward.strip().splitlines())
+    return KERNEL + prelude + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" + body
+
+
+HONEST = "out = torch.empty_like(x)\nrelu(out, x, x.numel())\nreturn out"
+
+
+@pytest.fixture(scope="module")
+def relu() -> Task:
+    return next(t for t in builtin_tasks() if t.name == "relu")
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxConfig(backend="cpu", workers=1, repeats=3, timing_budget_s=0.3)) as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def unchecked():
+    """Static checks off, so that the runtime checks alone meet each hack."""
+    config = SandboxConfig(
+        backend="cpu", workers=1, repeats=3, timing_budget_s=0.3, static_checks=False
+    )
+    with Sandbox(config) as sb:
+        yield sb
+
+
+def test_pytorch_reached_through_an_alias_is_caught_at_run_time(sandbox, relu):
+    # No call of torch.* appears in forward, so the static checks pass it.
+    aliased = _candidate(
+        "out = torch.empty_like(x)\nrelu(out, x, x.numel())\nreturn act(x)", "act = torch.relu\n"
+    )
+    result = sandbox.evaluate(relu, aliased)
+    assert result.status == "rejected" and result.flags == ("torch_compute",)
+    assert "aten.relu" in result.message
+
+
+def test_tensor_subclass_outputs_are_rejected(sandbox, relu):
+    lazy = _candidate(
+        HONEST.replace("return out", "return out.as_subclass(Lazy)"),
+        "\n\nclass Lazy(torch.Tensor):\n    pass\n",
+    )
+    result = sandbox.evaluate(relu, lazy)
+    assert result.status == "rejected" and "tensor_subclass" in result.flags
+
+
+def test_threads_left_running_are_rejected(unchecked, relu):
+    threaded = _candidate(
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n" + HONEST,
+        "import threading, time\n",
+    )
+    result = unchecked.evaluate(relu, threaded)
+    assert result.status == "rejected" and "background_thread" in result.flags
+
+
+def test_outputs_that_change_between_identical_calls_are_rejected(sandbox, relu):
+    # State hidden in C, invisible to any Python analysis: every other call is off by 0.5.
+    flaky = KERNEL.replace(
+        "for (long i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;",
+        "static int calls = 0; calls++;\n"
+        "    for (long i = 0; i < n; ++i) out[i] = (x[i] > 0.f ? x[i] : 0.f) + (calls % 2) * 0.5f;",
+    )
+    source = (
+        flaky
+        + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        + "".join(f"        {line}\n" for line in HONEST.splitlines())
+    )
+    result = sandbox.evaluate(relu, source)
+    assert result.status == "rejected" and "nondeterministic" in result.flags
+
+
+def test_results_cached_by_tensor_address_are_caught_in_place(unchecked, relu):
+    caching = _candidate(
+        "key = x.data_ptr()\nif key in SEEN:\n    return SEEN[key].clone()\n"
+        + HONEST.replace("return out", "SEEN[key] = out.clone()\nreturn out"),
+        "SEEN = {}\n",
+    )
+    result = unchecked.evaluate(relu, caching)
+    assert result.status == "incorrect"
+    assert "same input tensors" in result.message or "mismatch" in result.message
+
+
+def test_work_skipped_where_normal_inputs_allow_fails_on_heavy_tails(sandbox):
+    row_mean = next(t for t in builtin_tasks() if t.name == "row_mean")
+    # Skips one element in 64: within tolerance on normal inputs, not on heavy-tailed ones.
+    partial = row_mean.solutions["cpu"].replace(
+        "for (long j = 0; j < cols; ++j) sum += xr[j];",
+        "for (long j = 0; j < cols; ++j) if (j % 64 != 63) sum += xr[j];",
+    )
+    assert partial != row_mean.solutions["cpu"]
+    normal_only = SandboxConfig(
+        backend="cpu", workers=1, repeats=3, timing_budget_s=0.3, extra_distributions=()
+    )
+    with Sandbox(normal_only) as lenient:
+        assert lenient.evaluate(row_mean, partial).status == "ok"  # the hack works there
+    result = sandbox.evaluate(row_mean, partial)
+    assert result.status == "incorrect" and "heavy_tailed" in result.message
+
+
+def test_reverification_is_required_only_above_the_bound():
+    plan = [{"stage": "trial"}, {"stage": "reverify"}, {"stage": "after"}]
+    fast = {"eager_time_ms": 20.0, "candidate_time_ms": 1.0}
+    slow = {"eager_time_ms": 2.0, "candidate_time_ms": 1.0}
+    assert required_checks(plan, fast, bound=10.0) == [0, 1, 2]
+    assert required_checks(plan, slow, bound=10.0) == [0, 2]
+    assert required_checks(plan, {}, bound=10.0) == [0, 2]
