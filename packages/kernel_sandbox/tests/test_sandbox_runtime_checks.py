@@ -129,3 +129,19 @@ def test_reverification_is_required_only_above_the_bound():
     assert required_checks(plan, fast, bound=10.0) == [0, 1, 2]
     assert required_checks(plan, slow, bound=10.0) == [0, 2]
     assert required_checks(plan, {}, bound=10.0) == [0, 2]
+
+
+def test_candidates_cannot_signal_or_trace_other_processes(unchecked, relu):
+    # Signal 0 only asks whether a signal could be sent: harmless whatever the outcome. The
+    # candidate computes honestly only when every attempt was refused.
+    probe = _candidate(
+        "for target in (os.getppid(), -1, 1):\n"
+        "    try:\n"
+        "        os.kill(target, 0)\n"
+        "        return x\n"  # allowed: a wrong answer says so
+        "    except PermissionError:\n"
+        "        pass\n" + HONEST,
+        "import os\n",
+    )
+    result = unchecked.evaluate(relu, probe)
+    assert result.status == "ok", result.message

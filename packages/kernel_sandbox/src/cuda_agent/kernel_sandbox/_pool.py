@@ -65,6 +65,7 @@ class Worker:
         env.update(
             CUDA_AGENT_THREADS=threads,
             CUDA_AGENT_BACKEND=self.config.backend,
+            CUDA_AGENT_ROLE=self.role,
             OMP_NUM_THREADS=threads,
             CUDA_AGENT_MAX_OUTPUT=str(self.config.max_output_bytes),
             CUDA_AGENT_MAX_MEMORY=str(

@@ -114,6 +114,12 @@ def main() -> None:
 
     import torch
 
+    from . import _seccomp
+
+    # Candidate code runs in candidate and compile workers: no signals to other processes, no
+    # tracing or reading of their memory (the reference worker runs no candidate code).
+    if os.environ.get("CUDA_AGENT_ROLE") != "reference":
+        _seccomp.install()
     torch.set_num_threads(threads)
     from ._evaluate import prepare, run_job
     from ._reference import baseline as reference_baseline
