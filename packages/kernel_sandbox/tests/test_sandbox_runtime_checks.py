@@ -145,3 +145,18 @@ def test_candidates_cannot_signal_or_trace_other_processes(unchecked, relu):
     )
     result = unchecked.evaluate(relu, probe)
     assert result.status == "ok", result.message
+
+
+def test_candidates_cannot_write_outside_their_directory(unchecked, relu, tmp_path):
+    target = tmp_path / "planted.txt"
+    writer = _candidate(f"open({str(target)!r}, 'w').write('x')\n" + HONEST)
+    result = unchecked.evaluate(relu, writer)
+    if not result.extra.get("filesystem_confined"):
+        pytest.skip("this kernel has no Landlock")
+    assert result.status == "runtime_error" and "Permission" in result.message
+    assert not target.exists()
+    # Its own directory stays writable (compilers and temporary files need it).
+    scratch = _candidate(
+        "tempfile.NamedTemporaryFile().write(b'x')\n" + HONEST, "import tempfile\n"
+    )
+    assert unchecked.evaluate(relu, scratch).status == "ok"

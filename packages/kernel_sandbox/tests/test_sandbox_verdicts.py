@@ -251,7 +251,9 @@ def test_load_inline_candidates_count_as_custom_kernels(relu):
         workers=1,
         repeats=5,
         deadlines=Deadlines(load=400.0),
-        static_checks=False,  # the decoy must be caught by the launch counter itself
+        # the decoy must be caught by the launch counter itself
+        static_checks=False,
+        runtime_checks=False,
     )
     with Sandbox(config) as sb:
         honest = sb.evaluate(relu, LOAD_INLINE_RELU)

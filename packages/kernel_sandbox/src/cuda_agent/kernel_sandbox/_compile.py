@@ -22,13 +22,17 @@ DEFAULT_C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
 _MAX_LOG_LINES = 25
 
 
-def cache_dir(kind: str = "kernels") -> Path:
-    """Where compiled artefacts of ``kind`` live, under ``$CUDA_AGENT_CACHE`` (default
-    ``~/.cache/cuda-agent``): shared by every worker and every run."""
+def cache_root() -> Path:
+    """``$CUDA_AGENT_CACHE``, default ``~/.cache/cuda-agent``: shared by every worker and run."""
     root = os.environ.get("CUDA_AGENT_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "cuda-agent"
     )
-    path = Path(root) / kind
+    return Path(root)
+
+
+def cache_dir(kind: str = "kernels") -> Path:
+    """Where compiled artefacts of ``kind`` live, under ``cache_root()``."""
+    path = cache_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -422,10 +422,11 @@ def _check_config(task, candidate, trial: _Trials, index: int, step: dict[str, A
 
 
 # ----------------------------------------------------------------------------------- timing
-_COMPILED: dict[str, Any] = {}
-
-
 def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
+    """Candidate and eager, interleaved. The ``torch.compile`` baseline is never compiled here
+    (a candidate must not be able to touch it): it was timed beside eager by the reference
+    worker, and is carried over scaled by eager now over eager then."""
+
     def candidate_call() -> object:
         with torch.no_grad():
             return model_new(*inputs)
@@ -435,17 +436,7 @@ def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
             return reference(*inputs)
 
     fns: list[Callable[[], object]] = [candidate_call, eager_call]
-    cached = cfg.get("compile_baseline")
-    if cfg["time_compile"] and not cached:
-        compiled = _COMPILED.get(cfg["task_digest"])
-        if compiled is None:
-            compiled = _COMPILED[cfg["task_digest"]] = torch.compile(reference)
-
-        def compile_call() -> object:
-            with torch.no_grad():
-                return compiled(*inputs)
-
-        fns.append(compile_call)
+    baseline = cfg.get("compile_baseline") if cfg["time_compile"] else None
     try:
         timings = time_interleaved(
             fns,
@@ -462,16 +453,11 @@ def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
         "eager_time_ms": timings[1].median_ms,
         "eager_time_spread_ms": timings[1].spread_ms,
     }
-    if len(timings) > 2:
-        out["compile_time_ms"] = timings[2].median_ms
-        out["compile_time_spread_ms"] = timings[2].spread_ms
-    elif cached:
-        # The compile baseline was timed (with eager) by the reference worker earlier; carry
-        # it over at today's speed of the machine: scale by eager now / eager then.
-        scale = timings[1].median_ms / cached["eager_ms"] if cached["eager_ms"] > 0 else 1.0
-        out["compile_time_ms"] = cached["compile_ms"] * scale
-        out["compile_time_spread_ms"] = cached["compile_spread_ms"] * scale
-        out["extra"] = {"compile_baseline": "cached"}
+    if baseline:
+        scale = timings[1].median_ms / baseline["eager_ms"] if baseline["eager_ms"] > 0 else 1.0
+        out["compile_time_ms"] = baseline["compile_ms"] * scale
+        out["compile_time_spread_ms"] = baseline["compile_spread_ms"] * scale
+        out["extra"] = {"compile_baseline": baseline.get("source", "cached")}
     return out
 
 

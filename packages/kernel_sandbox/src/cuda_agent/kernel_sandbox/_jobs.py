@@ -236,21 +236,26 @@ class BaselineCache:
         )
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    def get(self, job: dict[str, Any], reference: Worker) -> dict[str, float] | None:
-        """The job's baseline: cached, or measured now by ``reference`` (None if that failed)."""
+    def get(
+        self, job: dict[str, Any], reference: Worker, use_cache: bool = True
+    ) -> dict[str, Any] | None:
+        """The job's baseline: cached, or measured now by ``reference`` (None if that failed).
+        ``use_cache=False`` measures it afresh and keeps nothing."""
         if not reference.alive():
             reference.start()
         key = self.key(job, reference.identity)
-        with self._lock:
-            if key in self._memory:
-                return self._memory[key]
         path = cache_dir("baselines") / f"{key}.json"
-        with contextlib.suppress(OSError, ValueError):
-            found = json.loads(path.read_text())
-            if _is_baseline(found):
-                with self._lock:
-                    self._memory[key] = found
-                return found
+        if use_cache:
+            with self._lock:
+                if key in self._memory:
+                    return self._memory[key]
+            with contextlib.suppress(OSError, ValueError):
+                found = json.loads(path.read_text())
+                if _is_baseline(found):
+                    found["source"] = "cached"
+                    with self._lock:
+                        self._memory[key] = found
+                    return found
         cfg = job["config"]
         request = {
             "kind": "baseline",
@@ -270,6 +275,9 @@ class BaselineCache:
             return None
         if not _is_baseline(measured):
             return None
+        if not use_cache:
+            return {**measured, "source": "measured"}
+        measured["source"] = "cached"
         staged = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
         with contextlib.suppress(OSError):
             staged.write_text(json.dumps(measured))

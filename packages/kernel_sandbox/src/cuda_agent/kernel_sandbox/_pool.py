@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+from ._compile import cache_root
 from .config import SandboxConfig
 
 
@@ -55,6 +56,7 @@ class Worker:
         self.jobs_done = 0.0
         self._buffer = b""
         self.network_isolated = False
+        self.filesystem_confined = False
         self.identity: dict[str, str] = {}
         self.pass_fds: tuple[int, ...] = ()  # descriptors the worker inherits (the exchange)
 
@@ -77,6 +79,15 @@ class Worker:
             # Tools installed beside this interpreter (ninja for load_inline) even when the
             # environment was never activated.
             PATH=os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
+        )
+        # Every tool's cache under ours: the only place besides its home where a candidate
+        # worker may write (see _landlock).
+        root = cache_root()
+        env.update(
+            CUPY_CACHE_DIR=str(root / "cupy"),
+            TRITON_CACHE_DIR=str(root / "triton"),
+            TORCHINDUCTOR_CACHE_DIR=str(root / "inductor"),
+            CUDA_CACHE_PATH=str(root / "nv"),
         )
         if self.cuda_arch:
             # Extensions are built for the one architecture of the pool's GPUs, by every worker,
@@ -108,6 +119,7 @@ class Worker:
             self.kill()
             raise WorkerDied(f"worker sent {message!r} instead of ready")
         self.network_isolated = bool(message.get("network_isolated"))
+        self.filesystem_confined = bool(message.get("filesystem_confined"))
         # What baselines measured by this worker depend on (see _jobs.baseline_key).
         self.identity = {"torch": str(message.get("torch")), "device": str(message.get("device"))}
 

@@ -110,7 +110,10 @@ def main() -> None:
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
     isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and _isolate_network()
-    _limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
+    # The reference worker runs only trusted task code (and torch.compile, whose precompiled
+    # headers exceed the output cap): no file-size limit there.
+    if os.environ.get("CUDA_AGENT_ROLE") != "reference":
+        _limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
 
     import torch
 
@@ -130,7 +133,23 @@ def main() -> None:
     identity = {"torch": torch.__version__, "device": "cpu"}
     if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
         identity["device"] = torch.cuda.get_device_name(0)
-    ready = {"type": "ready", "pid": os.getpid(), "network_isolated": isolated, **identity}
+    # Files: candidate code may write only in this worker's home and the shared caches.
+    confined = False
+    if os.environ.get("CUDA_AGENT_ROLE") != "reference":
+        from . import _landlock
+        from ._compile import cache_root
+
+        os.environ["TMPDIR"] = str(home)
+        tempfile.tempdir = str(home)
+        cache_root().mkdir(parents=True, exist_ok=True)
+        confined = _landlock.restrict_writes([str(home), str(cache_root()), "/dev"])
+    ready = {
+        "type": "ready",
+        "pid": os.getpid(),
+        "network_isolated": isolated,
+        "filesystem_confined": confined,
+        **identity,
+    }
     _send(channel, ready)
     try:
         for line in inbox:

@@ -131,15 +131,19 @@ class Sandbox:
         try:
             job["exchange"] = slot.exchange
             cfg = self.config
-            if measure_time and cfg.time_compile and cfg.cache_baselines:
-                # None if the reference worker could not time it: then the candidate worker does.
-                job["config"]["compile_baseline"] = self._baselines.get(job, slot.reference)
+            if measure_time and cfg.time_compile:
+                # Timed by the trusted reference worker (None if it could not be: then no
+                # compile time is reported).
+                job["config"]["compile_baseline"] = self._baselines.get(
+                    job, slot.reference, use_cache=cfg.cache_baselines
+                )
             broker = Broker(job, slot.reference, slot.exchange)
             raw = slot.candidate.run(job, on_check=broker)
             extra = raw.get("extra")
             raw["extra"] = {
                 **(extra if isinstance(extra, dict) else {}),
                 "network_isolated": slot.candidate.network_isolated,
+                "filesystem_confined": slot.candidate.filesystem_confined,
             }
             result = compose(raw, broker, task, self.config.backend)
             if "unverified_result" in result.flags:
