@@ -67,6 +67,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         result["build_seconds"] = time.perf_counter() - t0
         reference, model_new = _build_models(task, candidate, device, cfg["seed"])
         trial = _Trials(task, model_new, device, cfg, job["exchange"], check)
+        trial.threads_at_load = threads_at_load
         seconds["load"] = time.perf_counter() - t0
 
         enter_phase("correctness")
@@ -78,12 +79,6 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
                 inputs = drawn if "distribution" not in step else inputs
             elif step["stage"] == "inplace":
                 trial.run(index, step, inplace=True)
-        if cfg["runtime_checks"] and _runtime_checks.python_threads() > threads_at_load:
-            raise _Verdict(
-                "rejected",
-                "ModelNew left threads running: work in background threads escapes the timer",
-                flags=["background_thread"],
-            )
         if cfg["require_custom_kernel"] and launch.launch_count() == launches_before:
             raise _Verdict(
                 "rejected",
@@ -257,6 +252,12 @@ class _Trials:
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             raise _Verdict("runtime_error", "ModelNew.forward failed:\n" + _trim(exc)) from None
+        if self.checks and _runtime_checks.python_threads() > self.threads_at_load:
+            raise _Verdict(
+                "rejected",
+                "ModelNew left threads running: work in background threads escapes the timer",
+                flags=["background_thread"],
+            )
         if isinstance(recorder, _runtime_checks.OpRecorder):
             bad = _runtime_checks.forbidden_ops(recorder.ops, self.allowed)
             if bad:
@@ -324,6 +325,7 @@ class _Trials:
         self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
         self.first = True
         self.last_inputs: list[Any] | None = None
+        self.threads_at_load = _runtime_checks.python_threads()
         self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
 
     def _add(self, what: str, since: float) -> float:

@@ -9,11 +9,16 @@ it, so work on side streams counts and no call profits from the previous one's c
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 
 import torch
+
+# Bound when the worker starts, before any candidate code: a candidate that replaces
+# time.perf_counter, torch.cuda.synchronize or torch.cuda.Event changes nothing here.
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
 
 _L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50 MB)
 
@@ -52,38 +57,38 @@ def time_interleaved(
         for _ in range(warmup):
             fn()
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         measure = _cuda_timer(device)
     else:
         measure = _cpu_timer
     samples: list[list[float]] = [[] for _ in fns]
-    start = time.perf_counter()
+    start = perf_counter()
     for round_ in range(repeats):
         for i, fn in enumerate(fns):
             samples[i].append(measure(fn))
-        if round_ >= 4 and time.perf_counter() - start > budget_s:
+        if round_ >= 4 and perf_counter() - start > budget_s:
             break
     return [summarize(s) for s in samples]
 
 
 def _cpu_timer(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
+    t0 = perf_counter()
     fn()
-    return (time.perf_counter() - t0) * 1e3
+    return (perf_counter() - t0) * 1e3
 
 
 def _cuda_timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
     flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    start = _Event(enable_timing=True)
+    end = _Event(enable_timing=True)
 
     def measure(fn: Callable[[], object]) -> float:
         flush.zero_()
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         start.record()
         fn()
         end.record()
-        torch.cuda.synchronize(device)  # device-wide: work on any stream is included
+        _synchronize(device)  # device-wide: work on any stream is included
         return float(start.elapsed_time(end))
 
     return measure

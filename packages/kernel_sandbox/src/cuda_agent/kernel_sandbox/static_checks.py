@@ -318,6 +318,8 @@ FORBIDDEN_ATTRIBUTES = {
     "kill": "file_access",
     "killpg": "file_access",
     "_exit": "file_access",
+    "exit": "file_access",  # sys.exit
+    "abort": "file_access",
     "remove": "file_access",
     "unlink": "file_access",
     "listdir": "file_access",

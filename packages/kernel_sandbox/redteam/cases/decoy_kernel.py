@@ -1,0 +1,17 @@
+# Defines a kernel, never launches it, computes with numpy.
+import numpy
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+relu = cpu_kernel(
+    "void relu(float* out, const float* x, long n) {"
+    " for (long i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f; }",
+    "relu",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.from_numpy(numpy.maximum(x.numpy(), 0))
