@@ -142,7 +142,7 @@ def test_every_case_is_in_the_readme_table():
 
 
 def test_every_case_file_is_in_the_manifest():
-    files = {p.stem for p in (REDTEAM / "cases").glob("*.py")}
+    files = {p.stem for p in (REDTEAM / "cases").glob("*.py")}  # CPU and GPU cases
     assert files == {c["name"] for c in CASES}
 
 
@@ -152,3 +152,38 @@ def test_no_honest_builtin_solution_is_rejected(strict):
     results = strict.evaluate_many([(t, t.solutions["cpu"]) for t in tasks])
     for task, result in zip(tasks, results, strict=True):
         assert result.status == "ok" and result.correct, f"{task.name}: {result.message}"
+
+
+CUDA_CASES = [c for c in CASES if "cuda" in c.get("backends", ["cpu"])]
+
+
+def _cuda_config(**kw) -> SandboxConfig:
+    return SandboxConfig(
+        backend="cuda",
+        workers=1,
+        time_compile=False,
+        deadlines=Deadlines(load=120.0, correctness=20.0, timing=30.0),
+        **kw,
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CUDA_CASES, ids=[c["name"] for c in CUDA_CASES])
+def test_redteam_case_on_the_gpu(case, listener, tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    task = TASKS[case["task"]]
+    source = _source(case, tmp_path, listener)
+    relu = TASKS["relu"]
+    with Sandbox(_cuda_config()) as strict:
+        _check(strict.evaluate(task, source), case["status"], case.get("flags", []), case)
+        assert strict.evaluate(relu, relu.solutions["cuda"]).status == "ok"
+    expected = case.get("cuda_runtime_status", case.get("runtime_status"))
+    if expected is None:
+        return
+    with Sandbox(_cuda_config(static_checks=False)) as unchecked:
+        result = unchecked.evaluate(task, source)
+        assert result.status == expected, f"{case['name']}: {result.status}: {result.message}"
+        assert unchecked.evaluate(relu, relu.solutions["cuda"]).status == "ok"

@@ -144,3 +144,47 @@ def output_problem(outputs: list[torch.Tensor]) -> str:
 
 def python_threads() -> int:
     return threading.active_count()
+
+
+# Kernel names that are PyTorch's, cuBLAS's or cuDNN's own (substrings).
+_LIBRARY_KERNELS = (
+    "at::",
+    "at_cuda_detail",
+    "native::",
+    "cutlass",
+    "cublas",
+    "cudnn",
+    "gemm",
+    "xmma",
+    "sm90_",
+    "sm80_",
+    "elementwise_kernel",
+    "reduce_kernel",
+    "triton_",  # kernels torch.compile generates
+)
+
+
+def custom_kernel_share(call: Any, device: torch.device, known: Iterable[str]) -> float | None:
+    """Share of the device time of one ``call()`` spent in kernels that are not PyTorch's or a
+    library's (the candidate's own), from the profiler; None when it cannot be measured."""
+    from torch.profiler import ProfilerActivity, profile
+
+    known = set(known)
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+            call()
+            torch.cuda.synchronize(device)
+        total = custom = 0.0
+        for event in prof.key_averages():
+            spent = float(
+                getattr(event, "device_time_total", 0) or getattr(event, "cuda_time_total", 0) or 0
+            )
+            if spent <= 0:
+                continue
+            total += spent
+            name = event.key
+            if name in known or not any(lib in name for lib in _LIBRARY_KERNELS):
+                custom += spent
+    except Exception:
+        return None
+    return custom / total if total > 0 else None

@@ -77,6 +77,14 @@ def launch_count() -> int:
     return _launches
 
 
+_kernel_names: set[str] = set()
+
+
+def kernel_names() -> frozenset[str]:
+    """Names of the CUDA kernels built through this module in this process."""
+    return frozenset(_kernel_names)
+
+
 def _count_launch() -> None:
     global _launches
     _launches += 1
@@ -189,6 +197,7 @@ class CudaKernel:
     def __init__(self, source: str, name: str, options: tuple[str, ...]) -> None:
         cupy = _import_cupy()
         self.name = name
+        _kernel_names.add(name)
         self.params = parse_signature(source, name)
         try:
             self._kernel = cupy.RawKernel(source, name, options=options)

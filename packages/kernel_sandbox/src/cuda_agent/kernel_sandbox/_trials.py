@@ -1,0 +1,206 @@
+"""One planned check, as the candidate worker runs it: draw (cached) inputs, call the candidate
+on poisoned allocations under the runtime checks, send the outputs, receive the verdict."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from . import _compare, _exchange, _runtime_checks, _task_runtime
+from ._task_runtime import TaskFailure
+from ._verdict import Verdict, reference_failed, trim
+
+# (index of the planned check, output descriptions, input fingerprint) -> the parent's answer
+Check = Callable[[int, list[dict[str, Any]], list[Any]], dict[str, Any]]
+
+
+@contextlib.contextmanager
+def poisoned_allocations() -> Iterator[None]:
+    """Fill every tensor the candidate allocates without initialising (``torch.empty``) with
+    NaN (integers: their maximum), so a kernel that leaves part of its output unwritten fails
+    instead of passing on stale memory that happened to hold the right values."""
+    from torch.utils import deterministic
+
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+        deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+
+
+_INPUTS: _task_runtime.BoundedCache | None = None
+
+
+class Trials:
+    """Runs the candidate on one planned check's inputs and asks the parent for the verdict."""
+
+    def forward(self, inputs: list[Any]) -> Any:
+        """One candidate call on poisoned allocations, recording the PyTorch operators it ran."""
+        recorder = _runtime_checks.OpRecorder() if self.checks else contextlib.nullcontext()
+        try:
+            with torch.no_grad(), poisoned_allocations(), recorder:
+                output = self.model_new(*inputs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            raise Verdict("runtime_error", "ModelNew.forward failed:\n" + trim(exc)) from None
+        if self.checks and _runtime_checks.python_threads() > self.threads_at_load:
+            raise Verdict(
+                "rejected",
+                "ModelNew left threads running: work in background threads escapes the timer",
+                flags=["background_thread"],
+            )
+        if isinstance(recorder, _runtime_checks.OpRecorder):
+            bad = _runtime_checks.forbidden_ops(recorder.ops, self.allowed)
+            if bad:
+                names = ", ".join(f"aten.{op}" for op in bad[:6])
+                raise Verdict(
+                    "rejected",
+                    f"ModelNew.forward ran PyTorch operators ({names}): compute them in your own "
+                    "kernels (PyTorch may only allocate, view, reshape and copy tensors)",
+                    flags=["torch_compute"],
+                )
+        return output
+
+    def compare_runs(self, first: Any, second: Any) -> None:
+        a, b = _task_runtime.as_tensors(first), _task_runtime.as_tensors(second)
+        if a is None or b is None or len(a) != len(b):
+            return  # reported by the normal checks
+        for x, y in zip(a, b, strict=True):
+            same = (
+                x.shape == y.shape
+                and x.dtype == y.dtype
+                and bool(
+                    torch.isclose(
+                        x.detach().double(),
+                        y.detach().double(),
+                        atol=self.cfg["atol"],
+                        rtol=self.cfg["rtol"],
+                        equal_nan=True,
+                    ).all()
+                )
+            )
+            if not same:
+                raise Verdict(
+                    "rejected",
+                    "two runs on the same inputs gave different outputs: the kernel reads "
+                    "memory it did not write, or races",
+                    flags=["nondeterministic"],
+                )
+
+    def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """(pristine inputs, fingerprint) for a check, drawn once per worker and kept: every
+        candidate for a task is checked on the same seeds. The candidate gets clones."""
+        global _INPUTS
+        if _INPUTS is None:
+            _INPUTS = _task_runtime.BoundedCache(_task_runtime.cache_budget(self.device))
+        distribution = step.get("distribution") or self.cfg.get("distribution", "normal")
+        key = _INPUTS.key(
+            self.cfg["task_digest"], step["sizes"], step["seed"], distribution, str(self.device)
+        )
+        found = _INPUTS.get(key)
+        if found is None:
+            try:
+                drawn = _task_runtime.draw_inputs(
+                    self.task, self.device, step["seed"], distribution
+                )
+            except TaskFailure as exc:
+                raise reference_failed(exc) from None
+            found = (drawn, _compare.fingerprint(drawn))
+            _INPUTS.put(key, found)
+        return found
+
+    def __init__(self, task, model_new, device, cfg, exchange: int, check: Check) -> None:
+        self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
+        self.exchange, self.check = exchange, check
+        self.checks = bool(cfg.get("runtime_checks", True))
+        self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
+        self.first = True
+        self.last_inputs: list[Any] | None = None
+        self.threads_at_load = _runtime_checks.python_threads()
+        self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
+
+    def _add(self, what: str, since: float) -> float:
+        now = time.perf_counter()
+        self.seconds[what] += now - since
+        return now
+
+    def run(
+        self,
+        index: int,
+        step: dict[str, Any],
+        after_timing: bool = False,
+        inplace: bool = False,
+    ) -> list[Any]:
+        """Run check ``index``; raise a verdict unless it passed; return its inputs.
+
+        ``inplace`` writes the new values into the previous check's input tensors instead of
+        fresh ones (a result cached by tensor identity or address comes out stale)."""
+        t = time.perf_counter()
+        pristine, prints = self.draw(step)
+        if inplace and self.last_inputs is not None:
+            inputs = self.last_inputs
+            for old, new in zip(inputs, pristine, strict=True):
+                if isinstance(old, torch.Tensor):
+                    old.copy_(new)
+        else:
+            inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+        t = self._add("inputs", t)
+        output = self.forward(inputs)
+        if self.checks and self.first:
+            # The same inputs again must give the same outputs: garbage memory that happened
+            # to match, or races, differ from run to run.
+            again = self.forward(
+                [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+            )
+            self.compare_runs(output, again)
+        self.first = False
+        self.last_inputs = inputs
+        t = self._add("candidate", t)
+        for a, b in zip(inputs, pristine, strict=True):
+            if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                raise Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
+        got = _task_runtime.as_tensors(output)
+        if got is None:
+            raise Verdict(
+                "incorrect",
+                f"ModelNew returned {type(output).__name__}; expected a tensor or a tuple",
+            )
+        problem = _runtime_checks.output_problem(got) if self.checks else ""
+        if problem:
+            raise Verdict("rejected", problem, flags=["tensor_subclass"])
+        try:
+            meta = _exchange.write_outputs(self.exchange, got)
+        except _exchange.ExchangeError as exc:
+            raise Verdict("incorrect", str(exc)) from None
+        t = self._add("exchange", t)
+        answer = self.check(index, meta, prints)
+        self._add("verdicts", t)
+        if "reference_failed" in answer:
+            raise reference_failed(answer["reference_failed"])
+        if not answer.get("passed"):
+            message = str(answer.get("message", ""))
+            if step["stage"] == "reverify":
+                raise Verdict(
+                    "rejected",
+                    f"a speedup above {self.cfg['reverify_speedup']}x was re-verified on fresh "
+                    "inputs, and failed: " + message,
+                    flags=["failed_reverification"],
+                )
+            if after_timing:
+                raise Verdict(
+                    "rejected",
+                    "correct before timing but not after it (on fresh inputs): " + message,
+                    flags=["changed_after_timing"],
+                )
+            raise Verdict("incorrect", step.get("label", "") + message)
+        return inputs
