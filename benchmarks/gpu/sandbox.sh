@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# The sandbox's GPU tests and benchmarks (issue "kernel_sandbox"), for the lent H200.
-#   bash benchmarks/gpu/sandbox.sh OUT_DIR [tests|costs|targets|all]
+# The sandbox's GPU tests and benchmarks (issues "kernel_sandbox" and "reward hacking"), for the
+# lent H200. Each part has its own time limit and writes as it goes, so a part that runs long
+# leaves the others' results.
+#   bash benchmarks/gpu/sandbox.sh OUT_DIR [breakdown|tests|costs|targets|rl_core|all]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT="${1:?usage: sandbox.sh OUT_DIR [tests|costs|targets|all]}"
+OUT="${1:?usage: sandbox.sh OUT_DIR [breakdown|tests|costs|targets|rl_core|all]}"
 PART="${2:-all}"
 mkdir -p "$OUT"
 export PYTHONPATH="packages/kernel_sandbox/src:packages/reward/src:packages/rl_core/src:packages/policy/src:packages/agent/src:src${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$OUT/gpu.txt" 2>&1
 python -c "import torch, cupy, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cupy', cupy.__version__, 'triton', triton.__version__)" >> "$OUT/gpu.txt" 2>&1
-if [[ $PART == tests || $PART == all ]]; then
-  python -m pytest -m gpu -q -rA -p no:cacheprovider packages/kernel_sandbox 2>&1 | tail -80 > "$OUT/gpu_tests_sandbox.txt"
+want() { [[ $PART == all || $PART == "$1" ]]; }
+if want breakdown; then  # ~1 min: where a job's time goes
+  timeout 120 python benchmarks/gpu/job_breakdown.py "$OUT/job_breakdown.json" > "$OUT/job_breakdown.log" 2>&1
+  tail -15 "$OUT/job_breakdown.log"
+fi
+if want tests; then  # ~5 min: GPU tests of the sandbox and the GPU red-team cases
+  timeout 360 python -m pytest -m gpu -q -rA -p no:cacheprovider packages/kernel_sandbox \
+    > "$OUT/gpu_tests_sandbox.txt" 2>&1
   echo "gpu tests: $(tail -1 "$OUT/gpu_tests_sandbox.txt")"
 fi
-if [[ $PART == costs || $PART == tests || $PART == all ]]; then
-  python benchmarks/gpu/load_inline_cost.py "$OUT/load_inline_cost.json" > "$OUT/load_inline_cost.log" 2>&1
+if want costs; then  # ~2 min: load_inline builds, plain vs the sandbox
+  timeout 200 python benchmarks/gpu/load_inline_cost.py "$OUT/load_inline_cost.json" > "$OUT/load_inline_cost.log" 2>&1
   tail -4 "$OUT/load_inline_cost.log"
 fi
-if [[ $PART == targets || $PART == all ]]; then
-  python benchmarks/gpu/sandbox_targets.py "$OUT/sandbox_targets.json" > "$OUT/sandbox_targets.log" 2>&1
+if want targets; then  # ~5 min: latency, throughput, A/A over 200 comparisons, baseline cache
+  timeout 420 python benchmarks/gpu/sandbox_targets.py "$OUT/sandbox_targets.json" > "$OUT/sandbox_targets.log" 2>&1
   grep -v "^{" "$OUT/sandbox_targets.log" | tail -12
+fi
+if want rl_core; then  # ~1 min: rl_core benchmarks under the gpu marker
+  timeout 200 python -m pytest benchmarks/rl_core -p no:cacheprovider --benchmark-enable \
+    --benchmark-json="$OUT/rl_core_gpu.json" -o addopts="" -m gpu -q > "$OUT/rl_core_gpu.log" 2>&1
+  tail -3 "$OUT/rl_core_gpu.log"
 fi
