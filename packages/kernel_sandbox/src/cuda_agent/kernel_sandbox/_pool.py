@@ -57,6 +57,7 @@ class Worker:
         self._buffer = b""
         self.network_isolated = False
         self.filesystem_confined = False
+        self.signals_confined = False
         self.identity: dict[str, str] = {}
         self.pass_fds: tuple[int, ...] = ()  # descriptors the worker inherits (the exchange)
 
@@ -120,6 +121,7 @@ class Worker:
             raise WorkerDied(f"worker sent {message!r} instead of ready")
         self.network_isolated = bool(message.get("network_isolated"))
         self.filesystem_confined = bool(message.get("filesystem_confined"))
+        self.signals_confined = bool(message.get("signals_confined"))
         # What baselines measured by this worker depend on (see _jobs.baseline_key).
         self.identity = {"torch": str(message.get("torch")), "device": str(message.get("device"))}
 

@@ -121,8 +121,9 @@ def main() -> None:
 
     # Candidate code runs in candidate and compile workers: no signals to other processes, no
     # tracing or reading of their memory (the reference worker runs no candidate code).
+    signals_confined = False
     if os.environ.get("CUDA_AGENT_ROLE") != "reference":
-        _seccomp.install()
+        signals_confined = _seccomp.install()
     torch.set_num_threads(threads)
     from ._evaluate import prepare, run_job
     from ._reference import baseline as reference_baseline
@@ -148,6 +149,7 @@ def main() -> None:
         "pid": os.getpid(),
         "network_isolated": isolated,
         "filesystem_confined": confined,
+        "signals_confined": signals_confined,
         **identity,
     }
     _send(channel, ready)

@@ -144,6 +144,7 @@ class Sandbox:
                 **(extra if isinstance(extra, dict) else {}),
                 "network_isolated": slot.candidate.network_isolated,
                 "filesystem_confined": slot.candidate.filesystem_confined,
+                "signals_confined": slot.candidate.signals_confined,
             }
             result = compose(raw, broker, task, self.config.backend)
             if "unverified_result" in result.flags:
