@@ -82,10 +82,12 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         if cfg["runtime_checks"] and device.type == "cuda":
             # Reported, not judged: how much of the device time the candidate's own kernels
             # take (the rest is PyTorch's or a library's).
+            t_profile = time.perf_counter()
             share = _runtime_checks.custom_kernel_share(
                 lambda: model_new(*inputs), device, launch.kernel_names()
             )
             seconds_extra["custom_kernel_share"] = share
+            seconds["profile"] = time.perf_counter() - t_profile
 
         if cfg.get("measure_time", True):
             enter_phase("timing")

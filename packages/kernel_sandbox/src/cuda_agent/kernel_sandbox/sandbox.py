@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import os
 import queue
 import threading
@@ -79,6 +81,7 @@ class Sandbox:
             for i in range(self.config.compile_workers):
                 self._compilers.put(Worker(self.config, i, "compile", cuda_arch=arch))
         self._n_compilers = self._compilers.qsize()
+        self._prepared: set[str] = set()  # candidates whose extensions a compile worker built
         # Enough threads that jobs can build on compile workers while others hold the GPUs.
         self._executor = ThreadPoolExecutor(
             max_workers=self.config.workers + self._n_compilers, thread_name_prefix="sandbox"
@@ -163,9 +166,14 @@ class Sandbox:
         """Build the candidate's extensions on a compile worker (the GPU job then finds them in
         the cache). A build that hangs past the load deadline ends the evaluation here, without
         taking a GPU; any other failure is left for the GPU job to report in full."""
+        key = hashlib.sha256(json.dumps(job["candidate"], sort_keys=True).encode()).hexdigest()
+        if key in self._prepared:
+            return None  # built before: its extensions are in the cache
         worker = self._compilers.get()
         try:
-            worker.run({"kind": "prepare", "candidate": job["candidate"]})
+            answer = worker.run({"kind": "prepare", "candidate": job["candidate"]})
+            if answer.get("outcome") == "built":
+                self._prepared.add(key)
         except WorkerDied as death:
             if death.timed_out:
                 return EvalResult(
