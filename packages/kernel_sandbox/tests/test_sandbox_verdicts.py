@@ -15,6 +15,7 @@ from cuda_agent.kernel_sandbox import (
     builtin_tasks,
     evaluate_solutions,
 )
+from cuda_agent.kernel_sandbox.candidates import EXAMPLES
 
 
 @pytest.fixture(scope="module")
@@ -220,30 +221,6 @@ def test_cpu_backend_uses_the_tasks_cpu_sizes(sandbox, relu):
     assert sandbox.evaluate(task, probe).status == "ok"
 
 
-LOAD_INLINE_RELU = r'''
-import torch
-from torch import nn
-from torch.utils.cpp_extension import load_inline
-
-source = """
-#include <torch/extension.h>
-torch::Tensor relu_cpu(torch::Tensor x) {
-    auto out = torch::empty_like(x);
-    const float* in = x.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
-    return out;
-}
-"""
-ext = load_inline(name="relu_inline_test", cpp_sources=source, functions=["relu_cpu"])
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.relu_cpu(x.contiguous())
-'''
-
-
 @pytest.mark.slow
 def test_load_inline_candidates_count_as_custom_kernels(relu):
     config = SandboxConfig(
@@ -255,12 +232,14 @@ def test_load_inline_candidates_count_as_custom_kernels(relu):
         static_checks=False,
         runtime_checks=False,
     )
+    honest_source = (EXAMPLES / "load_inline_cpu.py").read_text()
+    decoy = honest_source.replace(
+        "return relu_ext.relu_forward(x.contiguous())", "return torch.relu(x)"
+    )
+    assert decoy != honest_source
     with Sandbox(config) as sb:
-        honest = sb.evaluate(relu, LOAD_INLINE_RELU)
+        honest = sb.evaluate(relu, honest_source)
         assert honest.status == "ok", honest.message
-        decoy = LOAD_INLINE_RELU.replace(
-            "return ext.relu_cpu(x.contiguous())", "return torch.relu(x)"
-        )
         result = sb.evaluate(relu, decoy)
         assert result.status == "rejected" and "no_custom_kernel" in result.flags
 

@@ -56,8 +56,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         _extension_hooks.count_triton_launches()
         result["build_seconds"] = time.perf_counter() - t0
         reference, model_new = _build_models(task, candidate, device, cfg["seed"])
-        trial = Trials(task, model_new, device, cfg, job["exchange"], check)
-        trial.threads_at_load = threads_at_load
+        trial = Trials(task, model_new, device, cfg, job["exchange"], check, threads_at_load)
         seconds["load"] = time.perf_counter() - t0
 
         enter_phase("correctness")

@@ -75,27 +75,13 @@ class Trials:
         a, b = _task_runtime.as_tensors(first), _task_runtime.as_tensors(second)
         if a is None or b is None or len(a) != len(b):
             return  # reported by the normal checks
-        for x, y in zip(a, b, strict=True):
-            same = (
-                x.shape == y.shape
-                and x.dtype == y.dtype
-                and bool(
-                    torch.isclose(
-                        x.detach().double(),
-                        y.detach().double(),
-                        atol=self.cfg["atol"],
-                        rtol=self.cfg["rtol"],
-                        equal_nan=True,
-                    ).all()
-                )
+        if not _compare.compare(b, a, self.cfg["atol"], self.cfg["rtol"])[0]:
+            raise Verdict(
+                "rejected",
+                "two runs on the same inputs gave different outputs: the kernel reads "
+                "memory it did not write, or races",
+                flags=["nondeterministic"],
             )
-            if not same:
-                raise Verdict(
-                    "rejected",
-                    "two runs on the same inputs gave different outputs: the kernel reads "
-                    "memory it did not write, or races",
-                    flags=["nondeterministic"],
-                )
 
     def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
         """(pristine inputs, fingerprint) for a check, drawn once per worker and kept: every
@@ -119,14 +105,16 @@ class Trials:
             _INPUTS.put(key, found)
         return found
 
-    def __init__(self, task, model_new, device, cfg, exchange: int, check: Check) -> None:
+    def __init__(
+        self, task, model_new, device, cfg, exchange: int, check: Check, threads_at_load: int
+    ) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
         self.exchange, self.check = exchange, check
         self.checks = bool(cfg.get("runtime_checks", True))
         self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
         self.first = True
         self.last_inputs: list[Any] | None = None
-        self.threads_at_load = _runtime_checks.python_threads()
+        self.threads_at_load = threads_at_load  # Python threads before the candidate loaded
         self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
 
     def _add(self, what: str, since: float) -> float:

@@ -110,19 +110,20 @@ def main() -> None:
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
     isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and _isolate_network()
-    # The reference worker runs only trusted task code (and torch.compile, whose precompiled
-    # headers exceed the output cap): no file-size limit there.
-    if os.environ.get("CUDA_AGENT_ROLE") != "reference":
+    # Candidate and compile workers run candidate code; the reference worker runs only trusted
+    # task code (and torch.compile, whose precompiled headers exceed the output cap), so none
+    # of the confinement below applies there.
+    runs_candidates = os.environ.get("CUDA_AGENT_ROLE") != "reference"
+    if runs_candidates:
         _limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
 
     import torch
 
     from . import _seccomp
 
-    # Candidate code runs in candidate and compile workers: no signals to other processes, no
-    # tracing or reading of their memory (the reference worker runs no candidate code).
+    # No signals to other processes, no tracing or reading of their memory.
     signals_confined = False
-    if os.environ.get("CUDA_AGENT_ROLE") != "reference":
+    if runs_candidates:
         signals_confined = _seccomp.install()
     torch.set_num_threads(threads)
     from ._evaluate import prepare, run_job
@@ -136,7 +137,7 @@ def main() -> None:
         identity["device"] = torch.cuda.get_device_name(0)
     # Files: candidate code may write only in this worker's home and the shared caches.
     confined = False
-    if os.environ.get("CUDA_AGENT_ROLE") != "reference":
+    if runs_candidates:
         from . import _landlock
         from ._compile import cache_root
 

@@ -30,7 +30,7 @@ from typing import Any
 from . import _exchange
 from ._jobs import BaselineCache, Broker, compose, plan_checks
 from ._pool import Worker, WorkerDied
-from .candidates import Candidate, read_candidate
+from .candidates import Candidate, kernel_sources, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
 from .static_checks import Finding, static_findings
@@ -289,7 +289,7 @@ def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
 def _needs_build(candidate: str | dict[str, str]) -> bool:
     """Whether importing the candidate may run a C++/CUDA extension build."""
     if isinstance(candidate, dict):
-        return any(name.startswith("kernels/") for name in candidate)
+        return bool(kernel_sources(candidate))
     return "cpp_extension" in candidate or "load_inline" in candidate
 
 
