@@ -43,6 +43,7 @@ def main() -> None:
                         "wall_s": r.wall_seconds,
                         "build_s": r.build_seconds,
                         "seconds": r.extra.get("seconds"),
+                        "pinned_exchange_bytes": r.extra.get("pinned_exchange_bytes"),
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)

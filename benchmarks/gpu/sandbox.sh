@@ -17,17 +17,21 @@ if want breakdown; then  # ~1 min: where a job's time goes
   timeout 120 python benchmarks/gpu/job_breakdown.py "$OUT/job_breakdown.json" > "$OUT/job_breakdown.log" 2>&1
   tail -15 "$OUT/job_breakdown.log"
 fi
-if want tests; then  # ~5 min: GPU tests of the sandbox and the GPU red-team cases
-  timeout 360 python -m pytest -m gpu -q -rA -p no:cacheprovider packages/kernel_sandbox \
-    > "$OUT/gpu_tests_sandbox.txt" 2>&1
-  echo "gpu tests: $(tail -1 "$OUT/gpu_tests_sandbox.txt")"
+if want tests; then  # ~6 min: GPU tests of the sandbox and the GPU red-team cases, three at once
+  T=packages/kernel_sandbox/tests
+  P="python -m pytest -m gpu -q -rA -p no:cacheprovider"
+  timeout 420 $P $T/test_sandbox_cuda.py -k documented > "$OUT/gpu_tests_formats.txt" 2>&1 &
+  timeout 420 $P $T/test_sandbox_cuda.py -k "not documented" > "$OUT/gpu_tests_sandbox.txt" 2>&1 &
+  timeout 420 $P $T/test_redteam.py $T/test_builtin_solutions.py > "$OUT/gpu_tests_redteam.txt" 2>&1 &
+  wait
+  for f in formats sandbox redteam; do echo "gpu tests $f: $(tail -1 "$OUT/gpu_tests_$f.txt")"; done
 fi
 if want costs; then  # ~2 min: load_inline builds, plain vs the sandbox
   timeout 200 python benchmarks/gpu/load_inline_cost.py "$OUT/load_inline_cost.json" > "$OUT/load_inline_cost.log" 2>&1
   tail -4 "$OUT/load_inline_cost.log"
 fi
 if want targets; then  # ~5 min: latency, throughput, A/A over 200 comparisons, baseline cache
-  timeout 420 python benchmarks/gpu/sandbox_targets.py "$OUT/sandbox_targets.json" > "$OUT/sandbox_targets.log" 2>&1
+  timeout 540 python benchmarks/gpu/sandbox_targets.py "$OUT/sandbox_targets.json" > "$OUT/sandbox_targets.log" 2>&1
   grep -v "^{" "$OUT/sandbox_targets.log" | tail -12
 fi
 if want rl_core; then  # ~1 min: rl_core benchmarks under the gpu marker

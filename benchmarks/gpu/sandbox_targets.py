@@ -3,8 +3,9 @@
     python benchmarks/gpu/sandbox_targets.py OUT.json [--aa-rounds 5]
 
 1. latency: every built-in task's raw-CUDA solution, made unique (a comment inside the kernel
-   source, so NVRTC really compiles it), evaluated one at a time on a warm pool: median
-   end-to-end seconds per candidate (compile + 5 checks + re-check + interleaved timing of
+   source, so NVRTC really compiles it), evaluated one at a time on a warm pool, twice (the
+   first candidate on a task also fills the task's caches): median end-to-end seconds per
+   candidate (compile + 5 checks + re-check + interleaved timing of
    candidate and eager; the torch.compile baseline comes from the baseline cache in steady
    state, which costs nothing per job, so it is off here and measured in part 4);
 2. throughput: ``evaluate_many`` over all tasks x 2 fresh variants: evaluations per minute;
@@ -42,6 +43,7 @@ def row(task, r) -> dict[str, object]:
         "candidate_ms": r.candidate_time_ms,
         "eager_ms": r.eager_time_ms,
         "speedup_vs_eager": r.speedup_vs_eager,
+        "seconds": r.extra.get("seconds"),
     }
 
 
@@ -68,17 +70,21 @@ def main() -> None:
         report["warm_up_s"] = time.perf_counter() - t0
         sb.evaluate(tasks[0], tasks[0].solutions[backend])  # first job: CUDA init, imports
 
-        rows = [row(t, sb.evaluate(t, variant(t.solutions[backend], 0))) for t in tasks]
-        walls = [r["wall_s"] for r in rows if r["status"] == "ok"]
-        report["latency"] = {
-            "median_s": statistics.median(walls),
-            "p90_s": statistics.quantiles(walls, n=10)[-1],
-            "ok": len(walls),
-            "tasks": rows,
-        }
-        print("latency median", report["latency"]["median_s"], flush=True)
+        # The first candidate on a task also pays the task's caches (reference model, inputs,
+        # expected outputs); later candidates on it (the steady state of RL, many candidates
+        # per task) do not. Both are reported.
+        for key, k in (("latency_first_on_task", 0), ("latency", 1)):
+            rows = [row(t, sb.evaluate(t, variant(t.solutions[backend], k))) for t in tasks]
+            walls = [r["wall_s"] for r in rows if r["status"] == "ok"]
+            report[key] = {
+                "median_s": statistics.median(walls),
+                "p90_s": statistics.quantiles(walls, n=10)[-1],
+                "ok": len(walls),
+                "tasks": rows,
+            }
+            print(key, "median", report[key]["median_s"], flush=True)
 
-        jobs = [(t, variant(t.solutions[backend], k)) for k in (1, 2) for t in tasks]
+        jobs = [(t, variant(t.solutions[backend], k)) for k in (2, 3) for t in tasks]
         t0 = time.perf_counter()
         results = sb.evaluate_many(jobs)
         elapsed = time.perf_counter() - t0

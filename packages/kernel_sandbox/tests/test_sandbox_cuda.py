@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -70,9 +72,17 @@ def test_illegal_memory_access_is_survived(sandbox):
 
 
 def test_pytorch_only_candidate_is_rejected_on_cuda(sandbox):
+    """Refused before it runs (static checks); with the op checks off too, by launch counting:
+    it launched no kernel of its own."""
     relu = next(t for t in builtin_tasks() if t.name == "relu")
     cheat = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     result = sandbox.evaluate(relu, cheat)
+    assert result.status == "rejected" and "torch_compute" in result.flags
+    config = SandboxConfig(
+        backend="cuda", workers=1, time_compile=False, static_checks=False, runtime_checks=False
+    )
+    with Sandbox(config) as unchecked:
+        result = unchecked.evaluate(relu, cheat)
     assert result.status == "rejected" and "no_custom_kernel" in result.flags
 
 
@@ -93,9 +103,12 @@ def test_documented_gpu_formats_pass_and_are_counted():
             result = sb.evaluate(relu, EXAMPLES / example)
             assert result.status == "ok", f"{example}: {result.message}"
             assert result.max_abs_error == 0.0
-        decoy = (EXAMPLES / "triton_relu.py").read_text()
-        decoy = decoy.replace(
-            "relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)", "out = torch.relu(x)"
-        )
+    # With the static and op checks off, the decoy is caught by counting Triton launches.
+    decoy = (EXAMPLES / "triton_relu.py").read_text()
+    decoy = decoy.replace(
+        "relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)", "out = torch.relu(x)"
+    )
+    unchecked = dataclasses.replace(config, static_checks=False, runtime_checks=False)
+    with Sandbox(unchecked) as sb:
         result = sb.evaluate(relu, decoy)
-        assert result.status == "rejected" and "no_custom_kernel" in result.flags
+    assert result.status == "rejected" and "no_custom_kernel" in result.flags

@@ -7,6 +7,11 @@ into it through a memory map (writing inside an existing file is not limited by 
 file-size rlimit) and sends only a description (dtype, shape, offset); the reference worker
 reads the bytes back into tensors. No pickle crosses the boundary: the reader trusts nothing but
 the bytes.
+
+On a GPU, both workers map the file's first ``PINNED_BYTES`` once and register that map with
+CUDA (page-locked, ``pin``), so outputs move between the GPU and the file by DMA in one copy
+each way, instead of through the driver's staging buffers (which cost about 20 ms per 64 MB
+output on the H200, several times a job). Larger outputs take the pageable path.
 """
 
 from __future__ import annotations
@@ -37,6 +42,34 @@ DTYPES: dict[str, torch.dtype] = {
         torch.bool,
     )
 }
+
+
+# The page-locked window: at most this many bytes of the file, resident for the workers' life.
+PINNED_BYTES = 1 << 30
+_pinned: dict[int, tuple[mmap.mmap, torch.Tensor]] = {}
+
+
+def pin(fd: int) -> int:
+    """Map and page-lock the first bytes of exchange file ``fd`` for CUDA copies (once per
+    process); returns how many bytes are pinned, 0 where CUDA or the registration is not
+    available (the exchange then works as on the CPU)."""
+    if fd in _pinned:
+        return len(_pinned[fd][0])
+    if not torch.cuda.is_available():
+        return 0
+    try:
+        size = min(os.fstat(fd).st_size, PINNED_BYTES)
+        mm = mmap.mmap(fd, size)
+    except (OSError, ValueError):
+        return 0
+    view = torch.frombuffer(mm, dtype=torch.uint8)
+    # flags 0: cudaHostRegisterDefault
+    if torch.cuda.cudart().cudaHostRegister(view.data_ptr(), size, 0) != 0:
+        del view
+        mm.close()
+        return 0
+    _pinned[fd] = (mm, view)
+    return size
 
 
 class ExchangeError(Exception):
@@ -86,14 +119,22 @@ def write_outputs(fd: int, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
         )
     if total == 0:
         return meta
+    pinned = _pinned.get(fd)
+    if pinned is not None and total <= len(pinned[0]):
+        _copy_into(pinned[1], outputs, meta)
+        return meta
     with mmap.mmap(fd, total) as mm:
         view = torch.frombuffer(mm, dtype=torch.uint8)
-        for out, m in zip(outputs, meta, strict=True):
-            if m["nbytes"]:
-                flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
-                view[m["offset"] : m["offset"] + m["nbytes"]].copy_(flat)
+        _copy_into(view, outputs, meta)
         del view
     return meta
+
+
+def _copy_into(view: torch.Tensor, outputs: list[torch.Tensor], meta: list[dict[str, Any]]) -> None:
+    for out, m in zip(outputs, meta, strict=True):
+        if m["nbytes"]:
+            flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+            view[m["offset"] : m["offset"] + m["nbytes"]].copy_(flat)
 
 
 def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]:
@@ -119,6 +160,9 @@ def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]
     end = max((o + n for _, _, o, n in layout), default=0)
     if end == 0:
         return [torch.empty(s, dtype=d, device=device) for d, s, _, _ in layout]
+    pinned = _pinned.get(fd)
+    if pinned is not None and end <= len(pinned[0]):
+        return [_copy_out(pinned[1][o : o + n], d, s, device) for d, s, o, n in layout]
     with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mm:
         tensors = []
         for dtype, shape, offset, nbytes in layout:
@@ -128,10 +172,17 @@ def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]
             with warnings.catch_warnings():  # the map is read-only; we only copy from it
                 warnings.simplefilter("ignore", UserWarning)
                 raw = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=offset)
-            host = raw.view(dtype).reshape(shape)
-            tensors.append(host.to(device) if device.type != "cpu" else host.clone())
-            del raw, host
+            tensors.append(_copy_out(raw, dtype, shape, device))
+            del raw
         return tensors
+
+
+def _copy_out(raw: torch.Tensor, dtype: torch.dtype, shape: list[int], device: torch.device):
+    """A tensor of its own (on ``device``) holding the bytes of ``raw`` read as ``dtype``."""
+    if raw.numel() == 0:
+        return torch.empty(shape, dtype=dtype, device=device)
+    host = raw.view(dtype).reshape(shape)
+    return host.to(device) if device.type != "cpu" else host.clone()
 
 
 def _checked(m: Any, size: int) -> tuple[torch.dtype, list[int], int]:

@@ -58,6 +58,7 @@ class Worker:
         self.network_isolated = False
         self.filesystem_confined = False
         self.signals_confined = False
+        self.pinned_exchange_bytes = 0
         self.identity: dict[str, str] = {}
         self.pass_fds: tuple[int, ...] = ()  # descriptors the worker inherits (the exchange)
 
@@ -94,6 +95,8 @@ class Worker:
             # Extensions are built for the one architecture of the pool's GPUs, by every worker,
             # so their cache keys agree.
             env["TORCH_CUDA_ARCH_LIST"] = self.cuda_arch
+        if self.pass_fds:
+            env["CUDA_AGENT_EXCHANGE_FD"] = str(self.pass_fds[0])
         if self.role == "compile":
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.config.backend == "cuda":
@@ -122,6 +125,7 @@ class Worker:
         self.network_isolated = bool(message.get("network_isolated"))
         self.filesystem_confined = bool(message.get("filesystem_confined"))
         self.signals_confined = bool(message.get("signals_confined"))
+        self.pinned_exchange_bytes = int(message.get("pinned_exchange_bytes") or 0)
         # What baselines measured by this worker depend on (see _jobs.baseline_key).
         self.identity = {"torch": str(message.get("torch")), "device": str(message.get("device"))}
 

@@ -8,9 +8,11 @@ and seed), run the reference, and compare.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import types
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,20 @@ def _model(request: dict[str, Any], home: Path) -> tuple[types.ModuleType, torch
 _EXPECTED: _task_runtime.BoundedCache | None = None
 
 
+@contextlib.contextmanager
+def _full_float32() -> Iterator[None]:
+    """TF32 off for the expected outputs: cuDNN convolutions run in TF32 by default, which
+    would put errors of order 1e-2 into the reference itself. (Eager timing keeps torch's
+    defaults: that is the speed a user gets.)"""
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = cudnn.allow_tf32, matmul.allow_tf32
+    cudnn.allow_tf32 = matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32 = saved
+
+
 def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torch.Tensor]]:
     """(input fingerprint, expected outputs) of one trial, computed once per worker and kept:
     every candidate for a task is checked on the same seeds. Raises ``TaskFailure``."""
@@ -69,7 +85,7 @@ def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torc
     _task_runtime.override_sizes(task, request["sizes"])
     inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _full_float32():
             want = _task_runtime.as_tensors(model(*inputs))
         if device.type == "cuda":
             torch.cuda.synchronize(device)

@@ -73,10 +73,18 @@ def build_reference(
 def draw_inputs(
     task: types.ModuleType, device: torch.device, seed: int, distribution: str = "normal"
 ) -> list[Any]:
-    """``get_inputs()`` under ``seed``, moved to ``device``, redrawn from ``distribution``."""
+    """``get_inputs()`` under ``seed`` with ``device`` as the default device (so a GPU draws
+    its own random inputs instead of the CPU drawing and copying them: seconds per trial at
+    GPU sizes), moved to ``device``, redrawn from ``distribution``.
+
+    To reproduce a trial's inputs: ``torch.manual_seed(seed)`` then ``get_inputs()`` inside
+    ``with torch.device(device):``.
+    """
     try:
         torch.manual_seed(seed)
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+        with device:
+            drawn = task.get_inputs()
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in drawn]
         return [_redistribute(x, distribution) for x in inputs]
     except TaskFailure:
         raise
@@ -100,8 +108,8 @@ def _redistribute(x: Any, distribution: str) -> Any:
         return x * 1e-3
     if distribution == "heavy_tailed":
         # The global RNG was seeded from the trial seed in draw_inputs: reproducible.
-        t = torch.distributions.StudentT(2.0).sample(x.shape)
-        return t.to(dtype=x.dtype, device=x.device)
+        df = torch.tensor(2.0, device=x.device)
+        return torch.distributions.StudentT(df).sample(x.shape).to(dtype=x.dtype)
     raise TaskFailure(f"unknown input distribution {distribution!r}")
 
 

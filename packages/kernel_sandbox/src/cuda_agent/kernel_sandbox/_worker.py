@@ -100,6 +100,44 @@ def _context_is_poisoned(result: dict[str, Any]) -> bool:
     return False
 
 
+_WARM_KERNEL = r"""
+extern "C" __global__ void cuda_agent_warm_up(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + 1.0f;
+}
+"""
+
+
+def _warm_cuda(runs_candidates: bool) -> int:
+    """Pay the first-use costs of a GPU worker now rather than in its first job (seconds on the
+    H200): the CUDA context, the page-locked exchange window, and for a worker that runs
+    candidates CuPy, NVRTC and the driver's launch path. Returns the bytes of the exchange
+    pinned (0: it works unpinned). A failure here only leaves the costs to the first job."""
+    import torch
+
+    from . import _exchange
+
+    pinned = 0
+    try:
+        fd = os.environ.get("CUDA_AGENT_EXCHANGE_FD")
+        pinned = _exchange.pin(int(fd)) if fd else 0
+        x = torch.randn(4096, device="cuda")
+        out = torch.empty_like(x)
+        if runs_candidates:
+            from .launch import cuda_kernel
+
+            cuda_kernel(_WARM_KERNEL, "cuda_agent_warm_up")(
+                grid=(16,), block=(256,), args=(out, x, x.numel())
+            )
+        else:
+            out.copy_(x).add_(1.0)
+        torch.testing.assert_close(out, x + 1.0)
+        torch.cuda.synchronize()
+    except Exception:  # warm-up is an optimisation
+        pass
+    return pinned
+
+
 def main() -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     inbox = os.fdopen(os.dup(0), "r")
@@ -133,8 +171,10 @@ def main() -> None:
     _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
 
     identity = {"torch": torch.__version__, "device": "cpu"}
+    pinned = 0
     if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
         identity["device"] = torch.cuda.get_device_name(0)
+        pinned = _warm_cuda(runs_candidates)
     # Files: candidate code may write only in this worker's home and the shared caches.
     confined = False
     if runs_candidates:
@@ -151,6 +191,7 @@ def main() -> None:
         "network_isolated": isolated,
         "filesystem_confined": confined,
         "signals_confined": signals_confined,
+        "pinned_exchange_bytes": pinned,
         **identity,
     }
     _send(channel, ready)

@@ -148,6 +148,7 @@ class Sandbox:
                 "network_isolated": slot.candidate.network_isolated,
                 "filesystem_confined": slot.candidate.filesystem_confined,
                 "signals_confined": slot.candidate.signals_confined,
+                "pinned_exchange_bytes": slot.candidate.pinned_exchange_bytes,
             }
             result = compose(raw, broker, task, self.config.backend)
             if "unverified_result" in result.flags:
