@@ -31,7 +31,8 @@ if want costs; then  # ~2 min: load_inline builds, plain vs the sandbox
   tail -4 "$OUT/load_inline_cost.log"
 fi
 if want targets; then  # ~5 min: latency, throughput, A/A over 200 comparisons, baseline cache
-  timeout 540 python benchmarks/gpu/sandbox_targets.py "$OUT/sandbox_targets.json" > "$OUT/sandbox_targets.log" 2>&1
+  timeout 120 python benchmarks/gpu/aa_variants.py "$OUT/aa_variants.json" > "$OUT/aa_variants.log" 2>&1; tail -30 "$OUT/aa_variants.log"
+  timeout 480 python benchmarks/gpu/sandbox_targets.py "$OUT/sandbox_targets.json" > "$OUT/sandbox_targets.log" 2>&1
   grep -v "^{" "$OUT/sandbox_targets.log" | tail -12
 fi
 if want rl_core; then  # ~1 min: rl_core benchmarks under the gpu marker

@@ -76,3 +76,48 @@ def test_tensor_dtype_must_match_the_declared_pointer_type():
     kernel = cpu_kernel(AXPY, "axpy")
     with pytest.raises(CandidateError, match=r"dtype torch.float64 .* float\*"):
         kernel(torch.zeros(3, dtype=torch.float64), torch.zeros(3), 1.0, 3)
+
+
+def _nvrtc_or_skip():
+    """NVRTC is a CPU library: these run wherever CuPy and libnvrtc are installed, GPU or not."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    from cuda_agent.kernel_sandbox import _compile
+
+    try:
+        _compile._nvrtc()
+    except Exception as exc:  # CuPy without its NVRTC library
+        pytest.skip(f"NVRTC is not loadable here: {exc}")
+    return _compile
+
+
+def test_nvrtc_cubins_are_cached_by_content(tmp_path, monkeypatch):
+    compile_ = _nvrtc_or_skip()
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.f; }'
+    first = compile_.compile_cubin(src, ("-std=c++17",), "sm_90")
+    assert first.read_bytes()[:4] == b"\x7fELF"  # a cubin is an ELF image
+    assert compile_.compile_cubin(src, ("-std=c++17",), "sm_90") == first
+    assert compile_.compile_cubin(src, ("-std=c++17",), "sm_80") != first
+
+
+def test_nvrtc_errors_name_the_line_not_the_harness(tmp_path, monkeypatch):
+    compile_ = _nvrtc_or_skip()
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    with pytest.raises(CompileError) as err:
+        compile_.compile_cubin(
+            'extern "C" __global__ void k(float* x) {\n x[0] = y; }', (), "sm_90"
+        )
+    assert 'kernel.cu(2): error: identifier "y" is undefined' in str(err.value)
+    assert "Traceback" not in str(err.value) and "cupy" not in str(err.value)
+
+
+def test_compile_workers_read_the_pool_architecture(monkeypatch):
+    from cuda_agent.kernel_sandbox import _compile
+
+    if torch.cuda.is_available():
+        pytest.skip("a visible GPU decides the architecture")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    assert _compile.cuda_arch() == "sm_90"
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "")
+    with pytest.raises(CompileError, match="TORCH_CUDA_ARCH_LIST"):
+        _compile.cuda_arch()

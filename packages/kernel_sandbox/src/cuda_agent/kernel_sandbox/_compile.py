@@ -1,8 +1,10 @@
-"""Content-addressed compilation of C/C++ kernels with the system compiler.
+"""Content-addressed compilation: C/C++ kernels with the system compiler, CUDA C with NVRTC.
 
-The cache key is a hash of (compiler identity, flags, source); a built library is written to a
-temporary name and moved into place with ``os.replace``, so concurrent workers compiling the
-same source never see a half-written file and never block each other.
+The cache key is a hash of (compiler identity, flags, source); a built library or cubin is
+written to a temporary name and moved into place with ``os.replace``, so concurrent workers
+compiling the same source never see a half-written file and never block each other. NVRTC
+needs no GPU, only the target architecture: compile workers with no GPU build cubins that the
+GPU worker then only loads.
 """
 
 from __future__ import annotations
@@ -96,9 +98,60 @@ def trim_compiler_log(stderr: str, workdir: str) -> str:
 
     Paths of the harness's temporary directory are replaced by the bare file name.
     """
-    text = stderr.replace(workdir + os.sep, "")
+    text = stderr.replace(workdir + os.sep, "") if workdir else stderr
     lines = [ln for ln in text.splitlines() if ln.strip()]
     keep = [ln for ln in lines if re.search(r"\b(error|warning|note)\b", ln)] or lines
     if len(keep) > _MAX_LOG_LINES:
         keep = [*keep[:_MAX_LOG_LINES], f"... ({len(keep) - _MAX_LOG_LINES} more lines)"]
     return "\n".join(keep)
+
+
+def cuda_arch() -> str:
+    """The architecture NVRTC compiles for, as ``sm_XY``: this process's GPU, or on a compile
+    worker with no GPU the pool's (``TORCH_CUDA_ARCH_LIST``, e.g. ``9.0``)."""
+    import torch
+
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+    listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace("+PTX", "").split(";")[0].strip()
+    if not re.fullmatch(r"\d+\.\d+", listed):
+        raise CompileError("no GPU is visible and TORCH_CUDA_ARCH_LIST names no architecture")
+    return "sm_" + listed.replace(".", "")
+
+
+@functools.cache
+def _nvrtc() -> tuple[object, str]:
+    """CuPy's NVRTC binding and the NVRTC version (part of every cache key)."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as exc:  # a host problem, not the candidate's
+        raise RuntimeError(
+            "the CUDA fast path needs CuPy: pip install cupy-cuda12x (or cupy-cuda13x)"
+        ) from exc
+    major, minor = nvrtc.getVersion()
+    return nvrtc, f"nvrtc {major}.{minor}"
+
+
+def compile_cubin(source: str, options: tuple[str, ...], arch: str) -> Path:
+    """Compile CUDA C ``source`` with NVRTC into a cubin for ``arch``; its path (cached)."""
+    nvrtc, version = _nvrtc()
+    all_options = (*options, f"--gpu-architecture={arch}")
+    key = hashlib.sha256("\0".join((version, *all_options, source)).encode()).hexdigest()[:32]
+    out = cache_dir("nvrtc") / f"{key}.cubin"
+    if out.exists():
+        return out
+    program = nvrtc.createProgram(source, "kernel.cu", (), ())
+    try:
+        try:
+            nvrtc.compileProgram(program, all_options)
+        except nvrtc.NVRTCError:
+            log = trim_compiler_log(nvrtc.getProgramLog(program), "")
+            raise CompileError("NVRTC compilation failed:\n" + log, log) from None
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    staged = out.with_name(f".{key}.{os.getpid()}.tmp")
+    staged.write_bytes(cubin)
+    os.replace(staged, out)
+    return out

@@ -2,8 +2,13 @@
 
 All timed callables are measured round-robin (candidate, eager, compiled, candidate, ...), so
 slow drifts of the machine (frequency, other load) hit each of them alike. On CUDA every call is
-bracketed by a device-wide synchronisation and CUDA events, with the L2 cache flushed before
-it, so work on side streams counts and no call profits from the previous one's cache.
+bracketed by device-wide synchronisations, and timed by CUDA events recorded on the current
+stream right after an L2 flush: no call profits from the previous one's cache, work on side
+streams is waited for, and while the GPU runs the flush (about 60 us) the host enqueues the
+call, so the host's launch latency and its jitter (tens of microseconds in Python) stay out of
+the measurement. Synchronising between the flush and the start event instead put that jitter
+into every sample; A/A comparisons on the H200 were then only 93.5% within +-3%
+(``benchmarks/gpu/aa_variants.py``).
 """
 
 from __future__ import annotations
@@ -83,8 +88,8 @@ def _cuda_timer(device: torch.device) -> Callable[[Callable[[], object]], float]
     end = _Event(enable_timing=True)
 
     def measure(fn: Callable[[], object]) -> float:
-        flush.zero_()
-        _synchronize(device)
+        _synchronize(device)  # nothing of the previous call is still running
+        flush.zero_()  # keeps the GPU busy while the host enqueues the call
         start.record()
         fn()
         end.record()

@@ -42,7 +42,9 @@ class SandboxConfig:
     dtype_tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     seed: int = 0
     warmup: int = 3
-    repeats: int = 30
+    # Timed calls of each callable (0 = automatic: 100 on CUDA, where a call is cheap and the
+    # median needs them to stay within 3% on an A/A comparison; 30 on the CPU).
+    repeats: int = 0
     timing_budget_s: float = 2.0  # stop repeating a measurement early past this budget
     time_compile: bool | None = None  # time torch.compile too (None = only on CUDA)
     # Keep torch.compile baselines on disk per (task, sizes, GPU, torch version), timed once
@@ -77,9 +79,11 @@ class SandboxConfig:
                 raise ValueError(f"{name} must be >= 0 (0 = automatic)")
         if self.compile_workers < -1:
             raise ValueError("compile_workers must be >= 0, or -1 for automatic")
-        for name in ("trials", "repeats", "max_jobs_per_worker"):
+        for name in ("trials", "max_jobs_per_worker"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.repeats < 0:
+            raise ValueError("repeats must be >= 1, or 0 for automatic")
         for dtype, pair in self.dtype_tolerances.items():
             if len(pair) != 2 or min(pair) < 0:
                 raise ValueError(f"dtype_tolerances[{dtype!r}] must be (atol, rtol) with both >= 0")
@@ -122,6 +126,7 @@ class SandboxConfig:
         return replace(
             self,
             backend=backend,
+            repeats=self.repeats or (100 if backend == "cuda" else 30),
             workers=workers,
             compile_workers=compilers,
             threads_per_worker=threads,

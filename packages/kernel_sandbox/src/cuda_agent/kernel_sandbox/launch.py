@@ -11,7 +11,7 @@ CPU backend (C compiled by the system compiler, OpenMP allowed)::
     }''', "relu")
     relu(out, x, x.numel())          # tensors pass as pointers, scalars as declared
 
-CUDA backend (raw ``extern "C" __global__`` kernels compiled by NVRTC through CuPy)::
+CUDA backend (raw ``extern "C" __global__`` kernels compiled by NVRTC, CuPy's binding)::
 
     from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from ._compile import DEFAULT_C_FLAGS, compile_shared_library
+from ._compile import DEFAULT_C_FLAGS, compile_cubin, compile_shared_library, cuda_arch
 from ._signature import Param, parse_signature
 from .errors import CandidateError, CompileError
 
@@ -183,29 +184,50 @@ def _libcuda() -> Any:
                                    ctypes.c_void_p, ctypes.c_void_p]  # fmt: skip
     lib.cuLaunchKernel.restype = ctypes.c_int
     lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+    lib.cuModuleGetFunction.argtypes = [
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+    ]
     return lib
+
+
+def _driver_error(lib: Any, code: int) -> str:
+    text = ctypes.c_char_p()
+    lib.cuGetErrorString(code, ctypes.byref(text))
+    return text.value.decode() if text.value else f"CUresult {code}"
 
 
 class CudaKernel:
     """A raw CUDA kernel compiled by NVRTC (see ``cuda_kernel``).
 
-    CuPy compiles and loads the module; launches go straight to the driver's ``cuLaunchKernel``
-    through ctypes with a preallocated argument block, since CuPy's own launch path costs tens
-    of microseconds, more than many kernels run. (Not thread-safe: one launcher, one thread.)
+    The cubin is cached by content (``_compile.compile_cubin``) and loaded with the driver's
+    ``cuModuleLoadData``; launches go straight to ``cuLaunchKernel`` through ctypes with a
+    preallocated argument block, since CuPy's own launch path costs tens of microseconds, more
+    than many kernels run. (Not thread-safe: one launcher, one thread.) On a compile worker
+    (no GPU) constructing one only fills the cache; calling it is an error.
     """
 
     def __init__(self, source: str, name: str, options: tuple[str, ...]) -> None:
-        cupy = _import_cupy()
         self.name = name
         _kernel_names.add(name)
         self.params = parse_signature(source, name)
-        try:
-            self._kernel = cupy.RawKernel(source, name, options=options)
-            self._kernel.compile()
-        except cupy.cuda.compiler.CompileException as exc:
-            raise CompileError("NVRTC compilation failed:\n" + str(exc), str(exc)) from exc
+        cubin = compile_cubin(source, options, cuda_arch())
+        self._function: int | None = None
+        if os.environ.get("CUDA_AGENT_ROLE") == "compile":
+            return
         self._device = torch.cuda.current_device()
-        self._function = self._kernel.kernel.ptr  # CUfunction of the module loaded for _device
+        torch.cuda.synchronize(self._device)  # the primary context is current on this thread
+        lib = _libcuda()
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        code = lib.cuModuleLoadData(ctypes.byref(module), cubin.read_bytes())
+        if code == 0:
+            code = lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode())
+        if code != 0:
+            raise CompileError(f"{name}: loading the compiled kernel failed: "
+                               f"{_driver_error(lib, code)}")  # fmt: skip
+        self._function = function.value
         self._slots = [_CTYPES[p.kind]() for p in self.params]
         self._dtypes = [_TORCH_DTYPES.get(p.element) for p in self.params]
         self._arg_block = (ctypes.c_void_p * max(1, len(self._slots)))(
@@ -219,6 +241,8 @@ class CudaKernel:
         args: Sequence[Any],
         shared_mem: int = 0,
     ) -> None:
+        if self._function is None:
+            raise CandidateError(f"{self.name}: compiled only (no GPU here), cannot launch")
         if len(args) != len(self._slots):
             _check_arity(self.name, self.params, args)
         for param, slot, value, dtype in zip(
@@ -256,9 +280,7 @@ class CudaKernel:
             self._function, gx, gy, gz, bx, by, bz, shared_mem, stream, self._arg_block, None
         )
         if code != 0:
-            text = ctypes.c_char_p()
-            lib.cuGetErrorString(code, ctypes.byref(text))
-            reason = text.value.decode() if text.value else f"CUresult {code}"
+            reason = _driver_error(lib, code)
             raise CandidateError(f"{self.name}: kernel launch failed: CUDA error: {reason}")
 
 
@@ -269,14 +291,3 @@ def cuda_kernel(source: str, name: str, *, options: Sequence[str] = ("-std=c++17
     current CUDA stream, pointers are the tensors' data pointers, scalars take the declared type.
     """
     return CudaKernel(source, name, tuple(options))
-
-
-@functools.cache
-def _import_cupy() -> Any:
-    try:
-        import cupy
-    except ImportError as exc:  # a host problem, not the candidate's
-        raise RuntimeError(
-            "the CUDA fast path needs CuPy: pip install cupy-cuda12x (or cupy-cuda13x)"
-        ) from exc
-    return cupy

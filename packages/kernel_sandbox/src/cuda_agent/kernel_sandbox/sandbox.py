@@ -288,10 +288,11 @@ def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
 
 
 def _needs_build(candidate: str | dict[str, str]) -> bool:
-    """Whether importing the candidate may run a C++/CUDA extension build."""
+    """Whether importing the candidate may compile: a C++/CUDA extension build, or NVRTC (a
+    compile worker fills the cubin cache while the GPU worker runs other jobs)."""
     if isinstance(candidate, dict):
-        return bool(kernel_sources(candidate))
-    return "cpp_extension" in candidate or "load_inline" in candidate
+        return bool(kernel_sources(candidate)) or "cuda_kernel" in candidate.get("model_new.py", "")
+    return any(word in candidate for word in ("cpp_extension", "load_inline", "cuda_kernel"))
 
 
 def _cuda_arch() -> str:
