@@ -238,8 +238,10 @@ class Sandbox:
 
     # --------------------------------------------------------------------------- lifecycle
     def warm_up(self) -> None:
-        """Start every worker now (otherwise each starts on its first job)."""
+        """Start every worker now, compile workers included (otherwise each starts on its
+        first job, which then waits seconds for torch to import). Call it before submitting jobs."""
         workers = [w for slot in self._slots for w in (slot.candidate, slot.reference)]
+        workers += list(self._compilers.queue)
         with ThreadPoolExecutor(max_workers=len(workers)) as pool:
             list(pool.map(lambda w: w.alive() or w.start(), workers))
 
