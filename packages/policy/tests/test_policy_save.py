@@ -52,3 +52,25 @@ def test_load_adapter_names_the_mismatch(make_policy: Any, tmp_path: Path) -> No
         make_policy(lora_rank=8).load_adapter(tmp_path / "r4")
     with pytest.raises(FileNotFoundError, match="lora_rank > 0"):
         make_policy(lora_rank=4).load_adapter(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize("lora_rank", [4, 0])
+def test_export_merged_loads_without_peft_and_scores_the_same(
+    make_policy: Any, prompts: list[list[int]], tmp_path: Path, lora_rank: int
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    policy = make_policy(lora_rank=lora_rank)
+    train_a_little(policy, prompts)
+    want = policy.token_logprobs(prompts[:2], RESPONSES).logprobs.detach()
+    out = policy.export_merged(tmp_path / "merged")
+    assert not (out / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(out)
+    assert not any("lora" in name for name, _ in merged.named_parameters())
+    exported = make_policy(model=merged, lora_rank=0)
+    got = exported.token_logprobs(prompts[:2], RESPONSES).logprobs.detach()
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # The policy is untouched: still an adapter, still trainable, same scores.
+    assert all(p.requires_grad for p in policy.trainable_parameters())
+    again = policy.token_logprobs(prompts[:2], RESPONSES).logprobs.detach()
+    torch.testing.assert_close(again, want, atol=0, rtol=0)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .errors import CompileError
 
@@ -121,7 +122,7 @@ def cuda_arch() -> str:
 
 
 @functools.cache
-def _nvrtc() -> tuple[object, str]:
+def _nvrtc() -> tuple[Any, str]:
     """CuPy's NVRTC binding and the NVRTC version (part of every cache key)."""
     try:
         from cupy_backends.cuda.libs import nvrtc

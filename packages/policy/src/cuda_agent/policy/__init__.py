@@ -2,6 +2,7 @@
 
 from cuda_agent.policy._config import DEFAULT_MODEL, PolicyConfig
 from cuda_agent.policy._loading import ModelNotAvailableError
+from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._policy import Policy
 from cuda_agent.policy._sampling import Sample
 from cuda_agent.policy._scoring import TokenLogprobs
@@ -11,6 +12,7 @@ __all__ = [
     "ModelNotAvailableError",
     "Policy",
     "PolicyConfig",
+    "PolicyOptimizer",
     "Sample",
     "TokenLogprobs",
 ]

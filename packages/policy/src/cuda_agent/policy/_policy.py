@@ -14,8 +14,14 @@ from peft import PeftModel
 from peft.utils import load_peft_weights, set_peft_model_state_dict
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-from cuda_agent.policy._config import PolicyConfig, resolve_device, resolve_dtype
+from cuda_agent.policy._config import (
+    PolicyConfig,
+    resolve_device,
+    resolve_dtype,
+    resolve_kv_cache,
+)
 from cuda_agent.policy._loading import load_pretrained, resolve_model_source, wrap_with_lora
+from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._sampling import (
     Sample,
     SamplerLogprobRecorder,
@@ -168,6 +174,12 @@ class Policy:
         """LoRA parameters (lora_rank > 0) or every parameter (full fine-tuning)."""
         return [p for p in self.model.parameters() if p.requires_grad]
 
+    def optimizer(self, lr: float, **kwargs: Any) -> PolicyOptimizer:
+        """AdamW over `trainable_parameters()`, stepped through accelerate (one device or
+        several processes); keyword arguments as `PolicyOptimizer`."""
+        kwargs.setdefault("cpu", self.device.type == "cpu")
+        return PolicyOptimizer(self.trainable_parameters(), lr=lr, **kwargs)
+
     # ------------------------------------------------------------------ prompting
     def chat_prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of `messages` under the tokenizer's chat template, ending with the
@@ -237,11 +249,13 @@ class Policy:
         # Warpers run as our own processors (before the recorder), so generate's are all off
         # (its global default top_k is 50). Greedy ignores them, so they are only set to sample.
         neutral_warpers = {"temperature": 1.0, "top_k": 0, "top_p": 1.0} if temperature > 0 else {}
+        cache = resolve_kv_cache(self.config.kv_cache, self.device)
         generation_config = GenerationConfig(
             max_new_tokens=max_new_tokens,
             do_sample=temperature > 0,
             num_beams=1,
             use_cache=True,
+            **({"cache_implementation": "static"} if cache == "static" else {}),
             **neutral_warpers,
             pad_token_id=self._pad_id,
             eos_token_id=sorted(self._eos_ids),
@@ -371,6 +385,36 @@ class Policy:
             self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
         (path / POLICY_CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
+
+    def export_merged(self, path: str | Path) -> Path:
+        """Write a plain transformers model directory (LoRA merged into the weights, in the
+        model's dtype) plus the tokenizer, for serving or sharing: `from_pretrained(path)` loads
+        it without peft. The policy itself is left as it was (still an adapter, still trainable).
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = self._hf_model.state_dict()
+        if isinstance(self.model, PeftModel):
+            from peft.tuners.lora import LoraLayer
+
+            adapter = self.model.active_adapter
+            merged: dict[str, torch.Tensor] = {}
+            with torch.no_grad():
+                for name, module in self._hf_model.named_modules():
+                    if isinstance(module, LoraLayer) and adapter in module.lora_A:
+                        lora: Any = module  # a Linear LoRA layer (peft's types stop at the mixin)
+                        base = lora.get_base_layer().weight
+                        delta = lora.get_delta_weight(adapter).to(torch.float32)
+                        merged[f"{name}.weight"] = (base.float() + delta).to(base.dtype)
+            state = {
+                key.replace(".base_layer.", "."): value
+                for key, value in state.items()
+                if "lora_" not in key
+            }
+            state.update(merged)
+        self._hf_model.save_pretrained(str(path), state_dict=state)
+        self.tokenizer.save_pretrained(str(path))
+        return path
 
     def load_adapter(self, path: str | Path) -> None:
         """Load weights written by `save` into this policy (adapter, or full model weights when

@@ -1,0 +1,113 @@
+"""PolicyOptimizer: AdamW over a policy's trainable parameters, stepped through accelerate.
+
+The same training code runs on one device and on several processes (``accelerate launch`` /
+``torchrun``: DDP-style data parallelism). The policy's model is not wrapped in
+``DistributedDataParallel``, because `Policy.token_logprobs` runs the decoder and the chunked
+vocabulary head itself (never the model's full-logits forward, which DDP would require to sync);
+instead ``step`` averages the gradients of the trainable parameters across processes, in one
+flat all-reduce, before clipping and stepping. For LoRA that is a few MB per step. That is
+exactly what DDP computes (the mean of the per-process gradients), without its overlap of
+communication and backward. Sharded training (FSDP) is not supported.
+
+One step, with per-process losses L_p over P processes::
+
+    g = (1/P) * sum_p grad L_p          # all-reduce mean (P = 1: no communication)
+    g <- g * min(1, max_grad_norm / ||g||_2)
+    theta <- AdamW(theta, g)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+
+class PolicyOptimizer:
+    """AdamW over ``parameters``, through an ``accelerate.Accelerator``.
+
+    Usage per step: ``opt.backward(loss)`` for each micro-batch (gradients accumulate), then
+    ``stats = opt.step()`` (syncs, clips, steps, zeroes the gradients). ``accelerator``: one of
+    your own (else a new ``Accelerator(cpu=cpu)``, which reads the launcher's environment).
+    """
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        lr: float,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        max_grad_norm: float | None = 1.0,
+        accelerator: Any = None,
+        cpu: bool = False,
+    ) -> None:
+        from accelerate import Accelerator
+
+        self.parameters = [p for p in parameters if p.requires_grad]
+        if not self.parameters:
+            raise ValueError("no trainable parameters: nothing for the optimizer to update")
+        if lr <= 0 or (max_grad_norm is not None and max_grad_norm <= 0):
+            raise ValueError(
+                f"need lr > 0 and max_grad_norm > 0 (or None); got {lr}, {max_grad_norm}"
+            )
+        # cpu=True: a CPU policy; several CPU processes then reduce over gloo.
+        self.accelerator = accelerator if accelerator is not None else Accelerator(cpu=cpu)
+        self.max_grad_norm = max_grad_norm
+        optimizer = torch.optim.AdamW(
+            self.parameters, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps
+        )
+        self.optimizer = self.accelerator.prepare_optimizer(optimizer)
+
+    @property
+    def num_processes(self) -> int:
+        return int(self.accelerator.num_processes)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Accumulate the gradients of ``loss`` (call once per micro-batch)."""
+        self.accelerator.backward(loss)
+
+    def step(self) -> dict[str, float]:
+        """Average gradients across processes, clip, step, zero. Returns ``grad_norm`` (before
+        clipping) and ``lr``."""
+        grads = [p.grad for p in self.parameters if p.grad is not None]
+        if not grads:
+            raise RuntimeError("step() before any backward(): no gradients to apply")
+        if self.num_processes > 1:
+            self._all_reduce_mean()
+        if self.max_grad_norm is not None:
+            # accelerate's clip unscales first when it runs fp16 with a gradient scaler.
+            norm = self.accelerator.clip_grad_norm_(self.parameters, self.max_grad_norm)
+        else:
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+            )
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": float(norm), "lr": float(self.optimizer.param_groups[0]["lr"])}
+
+    def _all_reduce_mean(self) -> None:
+        """Every process's gradients replaced by their mean, in one flat collective. A
+        parameter with no gradient on a process counts as zero there."""
+        grads = []
+        for p in self.parameters:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad)
+        flat = torch.cat([g.reshape(-1).float() for g in grads])
+        flat = self.accelerator.reduce(flat, reduction="mean")
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)

@@ -1,0 +1,131 @@
+"""PolicyOptimizer: steps through accelerate; several processes average their gradients."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from cuda_agent.policy import PolicyOptimizer
+
+RESPONSES = [[70, 71, 72, 2], [5, 6], [9, 10, 11], [40, 41]]
+
+
+def test_a_step_lowers_the_loss_and_reports_the_gradient_norm(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    policy = make_policy()
+    opt = policy.optimizer(lr=1e-2, max_grad_norm=1.0)
+
+    def loss() -> torch.Tensor:
+        return -policy.token_logprobs(prompts[:2], RESPONSES[:2]).logprobs.sum()
+
+    before = float(loss().detach())
+    for _ in range(5):
+        opt.backward(loss())
+        stats = opt.step()
+        assert stats["grad_norm"] > 0 and stats["lr"] == 1e-2
+        assert all(p.grad is None for p in policy.trainable_parameters())
+    assert float(loss().detach()) < before
+
+
+def test_micro_batches_accumulate_before_the_step(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """Two backward calls then one step equal one backward of the summed loss."""
+    a, b = make_policy(), make_policy()
+    opt_a, opt_b = (
+        a.optimizer(lr=1e-2, max_grad_norm=None),
+        b.optimizer(lr=1e-2, max_grad_norm=None),
+    )
+    for i in range(2):
+        opt_a.backward(-a.token_logprobs([prompts[i]], [RESPONSES[i]]).logprobs.sum())
+    opt_b.backward(-b.token_logprobs(prompts[:2], RESPONSES[:2]).logprobs.sum())
+    opt_a.step(), opt_b.step()
+    for pa, pb in zip(a.trainable_parameters(), b.trainable_parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, atol=1e-6, rtol=1e-5)
+
+
+def test_bad_settings_and_misuse_are_refused(make_policy: Any) -> None:
+    policy = make_policy()
+    with pytest.raises(ValueError, match="lr"):
+        policy.optimizer(lr=0.0)
+    with pytest.raises(ValueError, match="no trainable"):
+        PolicyOptimizer([torch.nn.Parameter(torch.ones(2), requires_grad=False)], lr=1e-3)
+    with pytest.raises(RuntimeError, match="before any backward"):
+        policy.optimizer(lr=1e-3).step()
+
+
+_WORKER = r"""
+import json, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+from cuda_agent.policy import Policy, PolicyConfig, testing
+rank, world, out = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+tok = testing.tiny_tokenizer()
+policy = Policy.from_model(testing.tiny_llama(tok, max_position_embeddings=512), tok,
+                           PolicyConfig(device="cpu", lora_rank=4))
+prompts = [tok(t)["input_ids"] for t in ["Write a CUDA kernel.", "hi", "add", "more please"]]
+responses = [[70, 71, 72, 2], [5, 6], [9, 10, 11], [40, 41]]
+opt = policy.optimizer(lr=1e-2, max_grad_norm=None)
+share = slice(rank * 4 // world, (rank + 1) * 4 // world)
+loss = -policy.token_logprobs(prompts[share], responses[share]).logprobs.sum() * world / 4
+opt.backward(loss)
+stats = opt.step()
+flat = torch.cat([p.detach().reshape(-1) for p in policy.trainable_parameters()])
+json.dump({"processes": opt.num_processes, "params": flat.tolist()}, open(out, "w"))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_two_processes_step_like_one_process_on_the_whole_batch(tmp_path: Path) -> None:
+    """Two real processes (gloo, as under torchrun / accelerate launch) with half the batch
+    each end with the parameters of one process that saw it all."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+
+    def run(world: int) -> list[dict[str, Any]]:
+        port, procs, outs = _free_port(), [], []
+        for rank in range(world):
+            out = tmp_path / f"w{world}_r{rank}.json"
+            env = {
+                **os.environ,
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(world),
+                "CUDA_VISIBLE_DEVICES": "",
+                "OMP_NUM_THREADS": "1",
+            }
+            if world == 1:
+                for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
+                    env.pop(key)
+            cmd = [sys.executable, str(script), src, str(rank), str(world), str(out)]
+            procs.append(subprocess.Popen(cmd, env=env))
+            outs.append(out)
+        for p in procs:
+            assert p.wait(timeout=300) == 0
+        return [json.loads(o.read_text()) for o in outs]
+
+    single = run(1)[0]
+    pair = run(2)
+    assert single["processes"] == 1 and [r["processes"] for r in pair] == [2, 2]
+    want = torch.tensor(single["params"])
+    for result in pair:
+        torch.testing.assert_close(torch.tensor(result["params"]), want, atol=1e-6, rtol=1e-5)
