@@ -4,8 +4,10 @@ from cuda_agent.policy._config import DEFAULT_MODEL, PolicyConfig
 from cuda_agent.policy._loading import ModelNotAvailableError
 from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._policy import Policy
+from cuda_agent.policy._remote import RemotePolicy, RemotePolicyError, RemoteSample
 from cuda_agent.policy._sampling import Sample
 from cuda_agent.policy._scoring import TokenLogprobs
+from cuda_agent.policy._value import TokenValues, ValueModel
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -13,6 +15,11 @@ __all__ = [
     "Policy",
     "PolicyConfig",
     "PolicyOptimizer",
+    "RemotePolicy",
+    "RemotePolicyError",
+    "RemoteSample",
     "Sample",
     "TokenLogprobs",
+    "TokenValues",
+    "ValueModel",
 ]

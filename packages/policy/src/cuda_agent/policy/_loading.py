@@ -135,3 +135,24 @@ def wrap_with_lora(
         peft_model = get_peft_model(model, lora)
     assert isinstance(peft_model, PeftModel)
     return peft_model
+
+
+def adapter_parameters(peft_model: PeftModel, name: str) -> list[torch.nn.Parameter]:
+    """The parameters of adapter `name` (LoRA A/B matrices, and any other per-adapter layers)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    parameters: list[torch.nn.Parameter] = []
+    for module in peft_model.modules():
+        if not isinstance(module, BaseTunerLayer):
+            continue
+        for layer_name in module.adapter_layer_names:
+            per_adapter = getattr(module, layer_name, None)
+            if isinstance(per_adapter, (torch.nn.ModuleDict, torch.nn.ParameterDict)) and (
+                name in per_adapter
+            ):
+                entry = per_adapter[name]
+                if isinstance(entry, torch.nn.Parameter):
+                    parameters.append(entry)
+                else:
+                    parameters.extend(entry.parameters())
+    return parameters

@@ -20,7 +20,12 @@ from cuda_agent.policy._config import (
     resolve_dtype,
     resolve_kv_cache,
 )
-from cuda_agent.policy._loading import load_pretrained, resolve_model_source, wrap_with_lora
+from cuda_agent.policy._loading import (
+    adapter_parameters,
+    load_pretrained,
+    resolve_model_source,
+    wrap_with_lora,
+)
 from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._sampling import (
     Sample,
@@ -94,6 +99,8 @@ class Policy:
         self.device = device
         # The transformers model itself (LoRA layers are injected into it in place).
         self._hf_model: Any = model.get_base_model() if isinstance(model, PeftModel) else model
+        # The policy's own adapter (a critic may add another to the same model: ValueModel).
+        self._adapter: str | None = model.active_adapter if isinstance(model, PeftModel) else None
         self._eos_ids = self._collect_eos_ids()
         self._pad_id: int = tokenizer.pad_token_id
         self._separable_head = _head_is_separable(self._hf_model, device)
@@ -171,7 +178,11 @@ class Policy:
         return self
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """LoRA parameters (lora_rank > 0) or every parameter (full fine-tuning)."""
+        """The policy's own LoRA parameters (lora_rank > 0; not a critic's adapter beside
+        them), or every parameter (full fine-tuning)."""
+        if self._adapter is not None:
+            own = adapter_parameters(self.model, self._adapter)
+            return [p for p in own if p.requires_grad]
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def optimizer(self, lr: float, **kwargs: Any) -> PolicyOptimizer:
@@ -380,7 +391,10 @@ class Policy:
         path.mkdir(parents=True, exist_ok=True)
         if isinstance(self.model, PeftModel):
             # The vocabulary is never resized, so embedding matrices need not be saved.
-            self.model.save_pretrained(str(path), save_embedding_layers=False)
+            adapters = [self._adapter] if self._adapter is not None else None
+            self.model.save_pretrained(
+                str(path), save_embedding_layers=False, selected_adapters=adapters
+            )
         else:
             self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
@@ -397,7 +411,7 @@ class Policy:
         if isinstance(self.model, PeftModel):
             from peft.tuners.lora import LoraLayer
 
-            adapter = self.model.active_adapter
+            adapter = self._adapter or self.model.active_adapter
             merged: dict[str, torch.Tensor] = {}
             with torch.no_grad():
                 for name, module in self._hf_model.named_modules():

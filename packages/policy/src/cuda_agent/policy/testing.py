@@ -75,3 +75,27 @@ def save_tiny_model(path: str | Path, seed: int = 0, **overrides: Any) -> Path:
     tiny_llama(tokenizer, seed=seed, **overrides).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def numbered_tokenizer(vocab_size: int) -> Any:
+    """A word-level tokenizer of ``vocab_size`` tokens (``<|endoftext|>``, ``<|im_start|>``,
+    ``<|im_end|>``, then ``t3`` ... ``t{vocab_size-1}``): any id a model of that vocabulary
+    samples decodes, for benchmarks of real-sized random models with no tokenizer files."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {s: i for i, s in enumerate(specials)}
+    vocab.update({f"t{i}": i for i in range(len(specials), vocab_size)})
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.add_special_tokens(specials)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+    )
+    tokenizer.chat_template = CHATML
+    return tokenizer
