@@ -268,3 +268,14 @@ def test_kv_cache_setting_is_checked() -> None:
 
     with pytest.raises(ValueError, match="kv_cache"):
         PolicyConfig(kv_cache="paged-ish")
+
+
+def test_chat_messages_are_prompts_too(make_policy: Any) -> None:
+    policy = make_policy()
+    messages = [{"role": "user", "content": "Write a CUDA add kernel."}]
+    ids = policy.chat_prompt_ids(messages)
+    by_messages = policy.generate([messages, ids], max_new_tokens=6, temperature=0.0)
+    assert by_messages[0][0].prompt_ids == ids
+    assert by_messages[0][0].response_ids == by_messages[1][0].response_ids
+    with pytest.raises(TypeError, match="token ids or a list of chat messages"):
+        policy.generate([["not", "ids"]], max_new_tokens=2)  # type: ignore[list-item]

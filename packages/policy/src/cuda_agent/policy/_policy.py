@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -209,7 +209,7 @@ class Policy:
     @torch.no_grad()
     def generate(
         self,
-        prompts: list[list[int]],
+        prompts: Sequence[Sequence[int] | Sequence[Mapping[str, str]]],
         *,
         n: int = 1,
         max_new_tokens: int = 256,
@@ -220,6 +220,9 @@ class Policy:
         stop: Sequence[str] = (),
     ) -> list[list[Sample]]:
         """Sample `n` responses per prompt: result[i][j] is sample j of prompts[i].
+
+        A prompt is token ids, or chat messages (`[{"role": ..., "content": ...}]`, put through
+        the chat template as by `chat_prompt_ids`); `Sample.prompt_ids` holds the ids either way.
 
         All prompts x n rows run as one left-padded batch with the KV cache, in eval mode (the
         previous mode is restored). temperature 0 means greedy. seed=None draws the seed from
@@ -237,12 +240,13 @@ class Policy:
             stop = (stop,)
         if any(not s for s in stop):
             raise ValueError("stop strings must be non-empty")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
         if not prompts:
             return []
+        prompt_ids = [self._prompt_ids(p) for p in prompts]
+        if any(len(p) == 0 for p in prompt_ids):
+            raise ValueError("every prompt needs at least one token")
 
-        rows = [list(p) for p in prompts for _ in range(n)]
+        rows = [list(p) for p in prompt_ids for _ in range(n)]
         prompt_length = max(len(r) for r in rows)
         input_ids = torch.full((len(rows), prompt_length), self._pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(rows), prompt_length), dtype=torch.long)
@@ -297,7 +301,14 @@ class Policy:
             build_sample(self.tokenizer, row, ids, lps, self._eos_ids, stop)
             for row, ids, lps in zip(rows, new_token_lists, logprobs, strict=True)
         ]
-        return [samples[i * n : (i + 1) * n] for i in range(len(prompts))]
+        return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
+
+    def _prompt_ids(self, prompt: Sequence[int] | Sequence[Mapping[str, str]]) -> list[int]:
+        if len(prompt) and all(isinstance(m, Mapping) for m in prompt):
+            return self.chat_prompt_ids([dict(m) for m in prompt])  # type: ignore[arg-type]
+        if not all(isinstance(t, int) for t in prompt):
+            raise TypeError("a prompt is a list of token ids or a list of chat messages (dicts)")
+        return [int(t) for t in prompt]  # type: ignore[arg-type]
 
     @contextmanager
     def _neutral_generation_defaults(self) -> Iterator[None]:
