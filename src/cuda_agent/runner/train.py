@@ -20,7 +20,7 @@ import torch
 
 from cuda_agent.agent import SamplingParams, Trajectory, build_messages, rollout_single_turn
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, builtin_tasks, load_tasks
-from cuda_agent.policy import Policy, PolicyConfig
+from cuda_agent.policy import Policy, PolicyConfig, PolicyOptimizer
 from cuda_agent.rl_core import (
     approx_kl_k3,
     clip_fraction,
@@ -124,7 +124,7 @@ def warm_start(
     if not examples:
         log(f"warm start skipped: no task has a {backend} reference solution")
         return []
-    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=config.warmstart_lr)
+    optimizer = policy.optimizer(lr=config.warmstart_lr, max_grad_norm=config.max_grad_norm)
     rng = random.Random(config.seed)
     records = []
     policy.train()
@@ -136,11 +136,9 @@ def warm_start(
         for micro in _chunks(batch, config.micro_batch):
             out = policy.token_logprobs([p for p, _ in micro], [r for _, r in micro])
             nll = -(out.logprobs * out.mask).sum() / total_tokens
-            nll.backward()
+            optimizer.backward(nll)
             loss_sum += nll.item()
-        torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
         record = {
             "stage": "warmstart",
             "step": step,
@@ -157,7 +155,7 @@ def warm_start(
 def rl_step(
     policy: Policy,
     sandbox: Sandbox,
-    optimizer: torch.optim.Optimizer,
+    optimizer: PolicyOptimizer,
     tasks: Sequence[Task],
     step: int,
     config: TrainConfig,
@@ -205,7 +203,7 @@ def rl_step(
             logprobs_bt, old, adv, eps_low=config.eps_low, eps_high=config.eps_high
         )
         loss = (loss_bt * mask).sum() / total_tokens  # token-mean over the whole batch
-        loss.backward()
+        optimizer.backward(loss)
         loss_sum += loss.item()
         with torch.no_grad():
             n_tok = float(mask.sum())
@@ -213,11 +211,7 @@ def rl_step(
             clip_sum += float(clipped) * n_tok
             kl_sum += float((approx_kl_k3(logprobs_bt, old) * mask).sum())
     if chosen:
-        grad_norm = float(
-            torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
-        )
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        grad_norm = optimizer.step()["grad_norm"]  # clipped to max_grad_norm
     return {
         "stage": "rl",
         "step": step,
@@ -235,9 +229,7 @@ def rl_step(
 
 
 # ------------------------------------------------------------------------------- the run
-def _checkpoint(
-    policy: Policy, optimizer: torch.optim.Optimizer | None, run_dir: Path, name: str
-) -> str:
+def _checkpoint(policy: Policy, optimizer: PolicyOptimizer | None, run_dir: Path, name: str) -> str:
     staged = run_dir / "checkpoints" / f".{name}.partial"
     staged.mkdir(parents=True, exist_ok=True)
     policy.save(staged / "adapter")
@@ -280,7 +272,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     if state.checkpoint:
         log(f"resuming from {state.checkpoint} (RL steps done: {state.rl_steps_done})")
         policy.load_adapter(run_dir / state.checkpoint / "adapter")
-    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=config.lr)
+    optimizer = policy.optimizer(lr=config.lr, max_grad_norm=config.max_grad_norm)
     opt_path = run_dir / state.checkpoint / "optimizer.pt"
     if state.checkpoint and "rl" in state.checkpoint and opt_path.exists():
         optimizer.load_state_dict(torch.load(opt_path, map_location="cpu"))

@@ -138,6 +138,22 @@ def _warm_cuda(runs_candidates: bool) -> int:
     return pinned
 
 
+def _warm_checks(device: str) -> None:
+    """The first use of the runtime checks' dispatch mode and of poisoned allocations imports
+    ``torch._dynamo`` (about 1 s here, several on some hosts): pay it at start, not in a job."""
+    import torch
+
+    from ._runtime_checks import OpRecorder
+    from ._trials import poisoned_allocations
+
+    try:
+        x = torch.ones(8, device=device)
+        with torch.no_grad(), poisoned_allocations(), OpRecorder():
+            torch.empty_like(x).copy_(x)
+    except Exception:  # warm-up is an optimisation
+        pass
+
+
 def main() -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     inbox = os.fdopen(os.dup(0), "r")
@@ -175,6 +191,8 @@ def main() -> None:
     if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
         identity["device"] = torch.cuda.get_device_name(0)
         pinned = _warm_cuda(runs_candidates)
+    if runs_candidates:
+        _warm_checks("cuda" if identity["device"] != "cpu" else "cpu")
     # Files: candidate code may write only in this worker's home and the shared caches.
     confined = False
     if runs_candidates:

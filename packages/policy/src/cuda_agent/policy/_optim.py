@@ -44,8 +44,6 @@ class PolicyOptimizer:
         accelerator: Any = None,
         cpu: bool = False,
     ) -> None:
-        from accelerate import Accelerator
-
         self.parameters = [p for p in parameters if p.requires_grad]
         if not self.parameters:
             raise ValueError("no trainable parameters: nothing for the optimizer to update")
@@ -53,13 +51,13 @@ class PolicyOptimizer:
             raise ValueError(
                 f"need lr > 0 and max_grad_norm > 0 (or None); got {lr}, {max_grad_norm}"
             )
-        # cpu=True: a CPU policy; several CPU processes then reduce over gloo.
-        self.accelerator = accelerator if accelerator is not None else Accelerator(cpu=cpu)
+        self.accelerator = accelerator if accelerator is not None else _accelerator(cpu)
         self.max_grad_norm = max_grad_norm
         optimizer = torch.optim.AdamW(
             self.parameters, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps
         )
-        self.optimizer = self.accelerator.prepare_optimizer(optimizer)
+        # The optimizer's state stays with the parameters (the policy placed them).
+        self.optimizer = self.accelerator.prepare_optimizer(optimizer, device_placement=False)
 
     @property
     def num_processes(self) -> int:
@@ -111,3 +109,16 @@ class PolicyOptimizer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
+
+
+def _accelerator(cpu: bool) -> Any:
+    """``Accelerator(cpu=cpu)``; cpu=True for a CPU policy, so that several CPU processes reduce
+    over gloo. accelerate keeps one state per process: if it was already made for a GPU (say a
+    GPU policy came first in this process), a CPU policy shares it (one process: nothing to
+    reduce)."""
+    from accelerate import Accelerator
+
+    try:
+        return Accelerator(cpu=cpu)
+    except ValueError:
+        return Accelerator()
