@@ -34,7 +34,7 @@ from cuda_agent.policy._sampling import (
     build_sample,
     sampling_processors,
 )
-from cuda_agent.policy._scoring import TokenLogprobs, logprobs_from_hidden
+from cuda_agent.policy._scoring import TokenLogprobs, logprobs_from_hidden, right_padded_batch
 
 _DEFAULT_CONFIG = PolicyConfig()
 POLICY_CONFIG_FILE = "policy_config.json"
@@ -336,41 +336,12 @@ class Policy:
         response positions only, in chunks (see _scoring), so no [B, T, vocab] tensor is built.
         Runs in the current mode (call eval() first to disable dropout).
         """
-        if len(prompt_ids) != len(response_ids):
-            raise ValueError(f"got {len(prompt_ids)} prompts but {len(response_ids)} responses")
-        if any(len(p) == 0 for p in prompt_ids):
-            raise ValueError(
-                "every prompt needs at least one token (the first response token is predicted from it)"
-            )
-        batch = len(prompt_ids)
-        response_length = max((len(r) for r in response_ids), default=0)
-        mask = torch.zeros((batch, response_length), dtype=torch.bool)
-        targets = torch.zeros((batch, response_length), dtype=torch.long)
-        positions = torch.zeros((batch, response_length), dtype=torch.long)
-        for b, (prompt, response) in enumerate(zip(prompt_ids, response_ids, strict=True)):
-            mask[b, : len(response)] = True
-            targets[b, : len(response)] = torch.tensor(response, dtype=torch.long)
-            # Logits at position t predict token t + 1: response token j is read at len(prompt) - 1 + j.
-            positions[b] = (
-                len(prompt) - 1 + torch.arange(response_length).clamp(max=max(len(response) - 1, 0))
-            )
-        mask, targets, positions = (
-            mask.to(self.device),
-            targets.to(self.device),
-            positions.to(self.device),
-        )
-        if response_length == 0 or not bool(mask.any()):
-            zeros = torch.zeros((batch, response_length), dtype=torch.float32, device=self.device)
+        batch = right_padded_batch(prompt_ids, response_ids, self._pad_id, self.device)
+        mask, targets, positions = batch.mask, batch.targets, batch.positions
+        if batch.empty:
+            zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
             return TokenLogprobs(zeros, mask, zeros.clone() if with_entropy else None)
-
-        sequences = [list(p) + list(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
-        total_length = max(len(s) for s in sequences)
-        input_ids = torch.full((batch, total_length), self._pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((batch, total_length), dtype=torch.long)
-        for b, seq in enumerate(sequences):
-            input_ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            attention_mask[b, : len(seq)] = 1
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        input_ids, attention_mask = batch.input_ids, batch.attention_mask
 
         head: Any
         if self._separable_head:
@@ -389,7 +360,7 @@ class Policy:
         logprobs_n, entropy_n = logprobs_from_hidden(
             head, selected_brh[mask], targets[mask], vocab_size, with_entropy=with_entropy
         )
-        zeros = torch.zeros((batch, response_length), dtype=torch.float32, device=self.device)
+        zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
         logprobs = zeros.masked_scatter(mask, logprobs_n)
         entropy = zeros.masked_scatter(mask, entropy_n) if with_entropy else None
         return TokenLogprobs(logprobs=logprobs, mask=mask, entropy=entropy)

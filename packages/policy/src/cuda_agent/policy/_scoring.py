@@ -14,6 +14,66 @@ _LOGIT_CHUNK_ELEMENTS = 2**26
 
 
 @dataclass(frozen=True)
+class ScoringBatch:
+    """(prompt, response) pairs as one right-padded batch on a device.
+
+    input_ids, attention_mask: [B, T_total] (prompt + response, padded on the right).
+    positions: [B, T_resp_max]: where response token j of row b is predicted (read), i.e.
+        len(prompt[b]) - 1 + j (clamped to the row's last response token past its end).
+    targets: [B, T_resp_max] response token ids (0 past the end); mask: [B, T_resp_max] bool.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    positions: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+
+    @property
+    def empty(self) -> bool:
+        """No response token in the whole batch (nothing to score)."""
+        return self.mask.numel() == 0 or not bool(self.mask.any())
+
+
+def right_padded_batch(
+    prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device: torch.device
+) -> ScoringBatch:
+    """Check and batch (prompt, response) pairs for one forward pass (see ScoringBatch)."""
+    if len(prompt_ids) != len(response_ids):
+        raise ValueError(f"got {len(prompt_ids)} prompts but {len(response_ids)} responses")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError(
+            "every prompt needs at least one token (the first response token is predicted from it)"
+        )
+    batch = len(prompt_ids)
+    response_length = max((len(r) for r in response_ids), default=0)
+    mask = torch.zeros((batch, response_length), dtype=torch.bool)
+    targets = torch.zeros((batch, response_length), dtype=torch.long)
+    positions = torch.zeros((batch, response_length), dtype=torch.long)
+    for b, (prompt, response) in enumerate(zip(prompt_ids, response_ids, strict=True)):
+        mask[b, : len(response)] = True
+        targets[b, : len(response)] = torch.tensor(response, dtype=torch.long)
+        # Logits at position t predict token t + 1: response token j is read at len(prompt) - 1 + j.
+        positions[b] = (
+            len(prompt) - 1 + torch.arange(response_length).clamp(max=max(len(response) - 1, 0))
+        )
+    sequences = [list(p) + list(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
+    total_length = max((len(s) for s in sequences), default=0)
+    input_ids = torch.full((batch, total_length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((batch, total_length), dtype=torch.long)
+    for b, seq in enumerate(sequences):
+        input_ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention_mask[b, : len(seq)] = 1
+    return ScoringBatch(
+        input_ids.to(device),
+        attention_mask.to(device),
+        positions.to(device),
+        targets.to(device),
+        mask.to(device),
+    )
+
+
+@dataclass(frozen=True)
 class TokenLogprobs:
     """Log-probs of response tokens, right-padded to the longest response of the batch.
 

@@ -30,6 +30,7 @@ from peft.utils import load_peft_weights, set_peft_model_state_dict
 from cuda_agent.policy._config import PolicyConfig
 from cuda_agent.policy._loading import adapter_parameters
 from cuda_agent.policy._policy import Policy
+from cuda_agent.policy._scoring import right_padded_batch
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 VALUE_CONFIG_FILE = "value_config.json"
@@ -323,38 +324,14 @@ class ValueModel:
         len(prompt[b]) - 1 + j), the state before response token j (the alignment of
         Policy.token_logprobs). One right-padded forward; runs in the current mode.
         """
-        if len(prompt_ids) != len(response_ids):
-            raise ValueError(f"got {len(prompt_ids)} prompts but {len(response_ids)} responses")
-        if any(len(p) == 0 for p in prompt_ids):
-            raise ValueError(
-                "every prompt needs at least one token (the first response token's state is read there)"
-            )
-        batch = len(prompt_ids)
-        response_length = max((len(r) for r in response_ids), default=0)
-        mask = torch.zeros((batch, response_length), dtype=torch.bool)
-        positions = torch.zeros((batch, response_length), dtype=torch.long)
-        for b, (prompt, response) in enumerate(zip(prompt_ids, response_ids, strict=True)):
-            mask[b, : len(response)] = True
-            positions[b] = (
-                len(prompt) - 1 + torch.arange(response_length).clamp(max=max(len(response) - 1, 0))
-            )
-        mask, positions = mask.to(self.device), positions.to(self.device)
-        if response_length == 0 or not bool(mask.any()):
-            zeros = torch.zeros((batch, response_length), dtype=torch.float32, device=self.device)
-            return TokenValues(zeros, mask)
-
-        sequences = [list(p) + list(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
-        total_length = max(len(s) for s in sequences)
-        input_ids = torch.full((batch, total_length), self._pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((batch, total_length), dtype=torch.long)
-        for b, seq in enumerate(sequences):
-            input_ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            attention_mask[b, : len(seq)] = 1
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
+        batch = right_padded_batch(prompt_ids, response_ids, self._pad_id, self.device)
+        mask, positions = batch.mask, batch.positions
+        if batch.empty:
+            return TokenValues(torch.zeros(mask.shape, device=self.device), mask)
 
         with self._adapter_context():
             states_bth = self._hf_model.get_decoder()(
-                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
             ).last_hidden_state
         index_brh = positions[..., None].expand(-1, -1, states_bth.shape[-1])
         selected_brh = states_bth.gather(1, index_brh)
