@@ -149,6 +149,26 @@ def bench_generate(policy: Policy, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def profile_generate(policy: Policy, args: argparse.Namespace, out: Path) -> None:
+    """Where a decoding step's time goes: ``--profile-steps`` steps of ``Policy.generate``
+    (after the warm-up call of bench_generate, so no compilation) under the torch profiler;
+    the top operators by device and by host time go to ``out``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prompts = _prompts(policy, args.batch, args.prompt_tokens, 0)
+    activities = [ProfilerActivity.CPU]
+    if policy.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        policy.generate(prompts, max_new_tokens=args.new_tokens, seed=3)
+        _sync(policy)
+    table = prof.key_averages()
+    by_device = table.table(sort_by="self_device_time_total", row_limit=25)
+    by_host = table.table(sort_by="self_cpu_time_total", row_limit=25)
+    out.write_text(f"{args.new_tokens} new tokens\n\nby device time\n{by_device}\n\n"
+                   f"by host time\n{by_host}\n")  # fmt: skip
+
+
 def bench_train(policy: Policy, args: argparse.Namespace) -> dict[str, Any]:
     half = args.train_tokens // 2
     prompts = _prompts(policy, args.train_batch, half, 3)
@@ -196,6 +216,9 @@ def main() -> None:
     parser.add_argument("--train-batch", type=int, default=8)
     parser.add_argument("--train-tokens", type=int, default=256)
     parser.add_argument("--micro-batch", type=int, default=4)
+    parser.add_argument(
+        "--profile", default="", help="after the sampling part, profile one more call into FILE"
+    )
     args = parser.parse_args()
     device = args.device
     if device == "auto":
@@ -214,8 +237,12 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
 
     if "generate" in parts:
-        report["generate"] = bench_generate(build(args.model, device, 16), args)
+        policy = build(args.model, device, 16)
+        report["generate"] = bench_generate(policy, args)
         save()
+        if args.profile:
+            profile_generate(policy, args, Path(args.profile))
+        del policy
     if "train" in parts:
         for rank in (16, 0):
             key = "train_lora" if rank else "train_full"
