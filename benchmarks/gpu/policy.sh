@@ -29,6 +29,6 @@ fi
 if want large; then
   timeout 420 python $B "$OUT/policy_7b.json" --model qwen2.5-7b --device cuda \
     --batch 64 --prompt-tokens 128 --new-tokens 1024 --plain-new-tokens 64 \
-    --train-batch 64 --train-tokens 4096 --micro-batch 4 > "$OUT/policy_7b.log" 2>&1
+    --train-batch 64 --train-tokens 4096 --micro-batch 4 --checkpointing > "$OUT/policy_7b.log" 2>&1
   grep -E "^(plain|policy|train)" "$OUT/policy_7b.log"
 fi

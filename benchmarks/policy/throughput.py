@@ -56,8 +56,8 @@ SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
-def build(name: str, device: str, lora_rank: int) -> Policy:
-    config = PolicyConfig(device=device, lora_rank=lora_rank)
+def build(name: str, device: str, lora_rank: int, checkpointing: bool = False) -> Policy:
+    config = PolicyConfig(device=device, lora_rank=lora_rank, gradient_checkpointing=checkpointing)
     if name == "smollm2":
         return Policy.load(config)
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -216,6 +216,7 @@ def main() -> None:
     parser.add_argument("--train-batch", type=int, default=8)
     parser.add_argument("--train-tokens", type=int, default=256)
     parser.add_argument("--micro-batch", type=int, default=4)
+    parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     parser.add_argument(
         "--profile", default="", help="after the sampling part, profile one more call into FILE"
     )
@@ -246,7 +247,9 @@ def main() -> None:
     if "train" in parts:
         for rank in (16, 0):
             key = "train_lora" if rank else "train_full"
-            report[key] = bench_train(build(args.model, device, rank), args)
+            policy = build(args.model, device, rank, args.checkpointing)
+            report[key] = bench_train(policy, args)
+            del policy
             print(key, report[key], flush=True)
             save()
 
