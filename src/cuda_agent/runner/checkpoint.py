@@ -26,6 +26,10 @@ class RunState:
     rl_steps_done: int = 0
     checkpoint: str = ""  # relative to the run directory
     eval_before: dict[str, Any] | None = None
+    # Bytes of metrics.jsonl that belong to finished work (None: a state from before this field).
+    # A run killed after writing a record but before saving the state would otherwise leave that
+    # record twice once the work is redone; resuming cuts the file back to this length.
+    metrics_bytes: int | None = None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -37,7 +41,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def load_state(run_dir: Path) -> RunState:
     path = run_dir / "state.json"
     if not path.exists():
-        return RunState()
+        return RunState(metrics_bytes=0)  # nothing finished: any metrics line is unfinished work
     return RunState(**json.loads(path.read_text()))
 
 
@@ -60,6 +64,16 @@ class MetricsWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    def size(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def truncate(self, size: int) -> None:
+        """Drop everything after the first ``size`` bytes (records of unfinished work)."""
+        if self.path.exists() and self.path.stat().st_size > size:
+            with self.path.open("r+b") as fh:
+                fh.truncate(size)
+                os.fsync(fh.fileno())
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as fh:

@@ -248,6 +248,14 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     write_json_atomic(run_dir / "config.json", config.to_dict())
     state = load_state(run_dir)
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
+    if state.metrics_bytes is not None:
+        metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
+
+    def commit() -> None:
+        """Save the state: the work done so far and the metrics lines that record it."""
+        state.metrics_bytes = metrics.size()
+        save_state(run_dir, state)
+
     started = time.perf_counter()
     torch.manual_seed(config.seed)
 
@@ -287,7 +295,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
                 state.eval_before = evaluate_policy(policy, sandbox, eval_tasks, config)
                 metrics.write({"stage": "eval_before", **state.eval_before})
                 state.finished_stages.append("eval_before")
-                save_state(run_dir, state)
+                commit()
                 bar.update()
             log(f"mean reward before training: {state.eval_before['mean_reward']:.3f}")  # type: ignore[index]
 
@@ -296,7 +304,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
                     metrics.write(record)
                 state.checkpoint = _checkpoint(policy, None, run_dir, "warmstart")
                 state.finished_stages.append("warmstart")
-                save_state(run_dir, state)
+                commit()
                 bar.update()
 
             rng = random.Random(config.seed)
@@ -307,7 +315,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
                 metrics.write(record)
                 state.checkpoint = _checkpoint(policy, optimizer, run_dir, "rl")
                 state.rl_steps_done = step + 1
-                save_state(run_dir, state)
+                commit()
                 bar.update()
                 log(
                     f"RL step {step + 1}/{config.steps}: mean reward {record['mean_reward']:.3f}, "

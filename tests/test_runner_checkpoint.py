@@ -1,0 +1,36 @@
+"""The runner's state and metrics files: what a resumed run trusts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cuda_agent.runner.checkpoint import MetricsWriter, RunState, load_state, save_state
+
+
+def test_metrics_cut_back_to_the_committed_length_drop_unfinished_records(tmp_path: Path) -> None:
+    metrics = MetricsWriter(tmp_path / "metrics.jsonl")
+    metrics.write({"stage": "rl", "step": 0})
+    state = RunState(rl_steps_done=1, metrics_bytes=metrics.size())
+    save_state(tmp_path, state)
+    # Killed after the next step's record was written, before its state was saved:
+    metrics.write({"stage": "rl", "step": 1})
+    with (tmp_path / "metrics.jsonl").open("a") as fh:
+        fh.write('{"stage": "rl", "st')  # and mid-line
+    resumed = load_state(tmp_path)
+    MetricsWriter(tmp_path / "metrics.jsonl").truncate(resumed.metrics_bytes or 0)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [{"stage": "rl", "step": 0}]
+
+
+def test_a_state_from_before_metrics_bytes_still_loads(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text(json.dumps({"finished_stages": ["eval_before"]}))
+    state = load_state(tmp_path)
+    assert state.metrics_bytes is None and state.finished_stages == ["eval_before"]
+
+
+def test_a_run_killed_before_its_first_commit_starts_its_metrics_afresh(tmp_path: Path) -> None:
+    MetricsWriter(tmp_path / "metrics.jsonl").write({"stage": "eval_before"})
+    state = load_state(tmp_path)  # no state.json: nothing was committed
+    MetricsWriter(tmp_path / "metrics.jsonl").truncate(state.metrics_bytes or 0)
+    assert (tmp_path / "metrics.jsonl").read_text() == ""
