@@ -63,6 +63,8 @@ def test_train_runs_every_stage_and_writes_outputs(tmp_path, tiny_model_dir):
     assert summary["mean_reward_before"] is not None and summary["mean_reward_after"] is not None
     assert (run / "adapter" / "adapter_config.json").exists()
     assert json.loads((run / "state.json").read_text())["rl_steps_done"] == 2
+    # One checkpoint per stage is kept: the committed one.
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["rl-2", "warmstart"]
 
 
 def test_a_killed_run_resumes_without_redoing_finished_work(tmp_path, tiny_model_dir):

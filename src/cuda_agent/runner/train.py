@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -250,6 +251,11 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
     if state.metrics_bytes is not None:
         metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
+    for stale in (run_dir / "checkpoints").glob("*"):  # written, never committed
+        if stale.name.startswith(".") or (
+            stale.name.startswith("rl-") and f"checkpoints/{stale.name}" != state.checkpoint
+        ):
+            shutil.rmtree(stale, ignore_errors=True)
 
     def commit() -> None:
         """Save the state: the work done so far and the metrics lines that record it."""
@@ -313,9 +319,14 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
                 picked = [tasks[i] for i in order[step][: config.tasks_per_step]]
                 record = rl_step(policy, sandbox, optimizer, picked, step, config)
                 metrics.write(record)
-                state.checkpoint = _checkpoint(policy, optimizer, run_dir, "rl")
+                # A new directory per step: until the state is committed, the last committed
+                # checkpoint stays as it was (a kill in between redoes this step from it).
+                previous = state.checkpoint
+                state.checkpoint = _checkpoint(policy, optimizer, run_dir, f"rl-{step + 1}")
                 state.rl_steps_done = step + 1
                 commit()
+                if previous.startswith("checkpoints/rl-"):
+                    shutil.rmtree(run_dir / previous, ignore_errors=True)
                 bar.update()
                 log(
                     f"RL step {step + 1}/{config.steps}: mean reward {record['mean_reward']:.3f}, "
