@@ -52,6 +52,28 @@ def values(critic: ValueModel, prompts: list[list[int]]) -> torch.Tensor:
         return critic.values(prompts, RESPONSES).values
 
 
+def fit_random_targets(
+    critic: ValueModel,
+    prompts: list[list[int]],
+    parameters: list[torch.nn.Parameter],
+    steps: int,
+) -> list[float]:
+    """Value pre-training: Adam on ``parameters``, MSE toward fixed random targets; the losses."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        targets = torch.randn(3, max(map(len, RESPONSES)))
+    optimizer = torch.optim.Adam(parameters, lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        out = critic.values(prompts, RESPONSES)
+        loss = ((out.values - targets) ** 2)[out.mask].mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
 def reference_values(
     critic: ValueModel, adapter: str | None, prompt: list[int], response: list[int]
 ) -> torch.Tensor:
@@ -126,18 +148,7 @@ def test_value_pretraining_lowers_the_loss_and_leaves_the_policy_alone(
     policy_state = {k: v.clone() for k, v in policy.model.state_dict().items()}
     before = logprobs(policy, prompts)
     critic = ValueModel.from_policy(policy).train()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        targets = torch.randn(3, max(map(len, RESPONSES)))
-    optimizer = torch.optim.Adam(critic.trainable_parameters(), lr=1e-2)
-    losses = []
-    for _ in range(25):
-        optimizer.zero_grad()
-        out = critic.values(prompts, RESPONSES)
-        loss = ((out.values - targets) ** 2)[out.mask].mean()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = fit_random_targets(critic, prompts, critic.trainable_parameters(), steps=25)
     assert losses[-1] < 0.5 * losses[0], [round(x, 3) for x in losses]
     assert torch.equal(logprobs(policy, prompts), before)
     for key, value in policy.model.state_dict().items():
@@ -313,18 +324,7 @@ def test_a_separate_smaller_critic(
 
     policy = make_policy()
     before = logprobs(policy, prompts)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        targets = torch.randn(3, max(map(len, RESPONSES)))
-    optimizer = torch.optim.Adam(own, lr=1e-2)
-    losses = []
-    for _ in range(20):
-        optimizer.zero_grad()
-        out = critic.values(prompts, RESPONSES)
-        loss = ((out.values - targets) ** 2)[out.mask].mean()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = fit_random_targets(critic, prompts, own, steps=20)
     assert losses[-1] < 0.5 * losses[0], [round(x, 3) for x in losses]
     assert torch.equal(logprobs(policy, prompts), before)
 

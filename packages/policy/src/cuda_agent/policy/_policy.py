@@ -14,6 +14,7 @@ from peft import PeftModel
 from peft.utils import load_peft_weights, set_peft_model_state_dict
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
+from cuda_agent.policy._arguments import checked_sampling_args
 from cuda_agent.policy._config import (
     PolicyConfig,
     resolve_device,
@@ -228,18 +229,7 @@ class Policy:
         previous mode is restored). temperature 0 means greedy. seed=None draws the seed from
         the policy's own stream (seeded by config.seed); the global RNG state is left untouched.
         """
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError(
-                f"n and max_new_tokens must be >= 1, got n={n}, max_new_tokens={max_new_tokens}"
-            )
-        if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
-            raise ValueError(
-                f"need temperature >= 0, 0 < top_p <= 1, top_k >= 0; got {temperature}, {top_p}, {top_k}"
-            )
-        if isinstance(stop, str):
-            stop = (stop,)
-        if any(not s for s in stop):
-            raise ValueError("stop strings must be non-empty")
+        stop = checked_sampling_args(n, max_new_tokens, temperature, top_p, top_k, stop)
         if not prompts:
             return []
         prompt_ids = [self._prompt_ids(p) for p in prompts]

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from typing import Any
 
+from cuda_agent.policy._arguments import checked_sampling_args
+
 # How much of a server's error text goes into an exception message.
 _MAX_ERROR_CHARS = 500
 
@@ -154,15 +156,7 @@ class RemotePolicy:
         makes results reproducible is up to the server (some share one RNG between concurrent
         requests). ``n`` is left out of requests for a single choice (1 is its default).
         """
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError(
-                f"n and max_new_tokens must be >= 1, got n={n}, max_new_tokens={max_new_tokens}"
-            )
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature >= 0, 0 < top_p <= 1; got {temperature}, {top_p}")
-        stop = (stop,) if isinstance(stop, str) else tuple(stop)
-        if any(not isinstance(s, str) or not s for s in stop):
-            raise ValueError("stop strings must be non-empty")
+        stop = checked_sampling_args(n, max_new_tokens, temperature, top_p, 0, stop)
         for i, conversation in enumerate(conversations):
             if not conversation or not all(isinstance(m, Mapping) for m in conversation):
                 raise ValueError(f"conversation {i} must be a non-empty list of message dicts")

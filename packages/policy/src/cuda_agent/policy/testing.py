@@ -19,27 +19,37 @@ CHATML = (
 )
 
 
-def tiny_tokenizer() -> Any:
-    """259 tokens: 3 specials + the 256 byte-level characters; eos = pad = ``<|im_end|>``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def _chatml_tokenizer(backend: Any, **tokens: str) -> Any:
+    """A transformers tokenizer over ``backend`` (whose vocabulary starts with ``SPECIALS``):
+    eos = pad = ``<|im_end|>``, bos ``<|im_start|>``, the ChatML template."""
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    vocab = {s: i for i, s in enumerate(specials)}
-    for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet())):
-        vocab[char] = len(specials) + i
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens(specials)
+    backend.add_special_tokens(SPECIALS)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         bos_token="<|im_start|>",
         eos_token="<|im_end|>",
         pad_token="<|im_end|>",
+        **tokens,
     )
     tokenizer.chat_template = CHATML
     return tokenizer
+
+
+def tiny_tokenizer() -> Any:
+    """259 tokens: 3 specials + the 256 byte-level characters; eos = pad = ``<|im_end|>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {s: i for i, s in enumerate(SPECIALS)}
+    for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet())):
+        vocab[char] = len(SPECIALS) + i
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    return _chatml_tokenizer(backend)
 
 
 def tiny_llama(tokenizer: Any, seed: int = 0, **overrides: Any) -> Any:
@@ -82,20 +92,9 @@ def numbered_tokenizer(vocab_size: int) -> Any:
     ``<|im_end|>``, then ``t3`` ... ``t{vocab_size-1}``): any id a model of that vocabulary
     samples decodes, for benchmarks of real-sized random models with no tokenizer files."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
 
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    vocab = {s: i for i, s in enumerate(specials)}
-    vocab.update({f"t{i}": i for i in range(len(specials), vocab_size)})
+    vocab = {s: i for i, s in enumerate(SPECIALS)}
+    vocab.update({f"t{i}": i for i in range(len(SPECIALS), vocab_size)})
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.add_special_tokens(specials)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<|im_start|>",
-        eos_token="<|im_end|>",
-        pad_token="<|im_end|>",
-        unk_token="<|endoftext|>",
-    )
-    tokenizer.chat_template = CHATML
-    return tokenizer
+    return _chatml_tokenizer(backend, unk_token="<|endoftext|>")
