@@ -87,11 +87,16 @@ def compile_shared_library(
         if proc.returncode != 0:
             log = trim_compiler_log(proc.stderr, tmp)
             raise CompileError("compilation failed:\n" + log, log)
-        # Move into the shared cache atomically; a concurrent identical build wins harmlessly.
-        staged = out.with_name(f".{key}.{os.getpid()}.tmp")
-        shutil.copyfile(partial, staged)
-        os.replace(staged, out)
+        _publish(out, partial.read_bytes())
     return out
+
+
+def _publish(out: Path, data: bytes) -> None:
+    """Move ``data`` into the shared cache as ``out`` atomically (a temporary name, then
+    ``os.replace``); a concurrent identical build wins harmlessly."""
+    staged = out.with_name(f".{out.stem}.{os.getpid()}.tmp")
+    staged.write_bytes(data)
+    os.replace(staged, out)
 
 
 def trim_compiler_log(stderr: str, workdir: str) -> str:
@@ -152,7 +157,5 @@ def compile_cubin(source: str, options: tuple[str, ...], arch: str) -> Path:
         cubin = nvrtc.getCUBIN(program)
     finally:
         nvrtc.destroyProgram(program)
-    staged = out.with_name(f".{key}.{os.getpid()}.tmp")
-    staged.write_bytes(cubin)
-    os.replace(staged, out)
+    _publish(out, cubin)
     return out
