@@ -70,8 +70,7 @@ class PolicyOptimizer:
     def step(self) -> dict[str, float]:
         """Average gradients across processes, clip, step, zero. Returns ``grad_norm`` (before
         clipping) and ``lr``."""
-        grads = [p.grad for p in self.parameters if p.grad is not None]
-        if not grads:
+        if all(p.grad is None for p in self.parameters):
             raise RuntimeError("step() before any backward(): no gradients to apply")
         if self.num_processes > 1:
             self._all_reduce_mean()
@@ -79,8 +78,10 @@ class PolicyOptimizer:
             # accelerate's clip unscales first when it runs fp16 with a gradient scaler.
             norm = self.accelerator.clip_grad_norm_(self.parameters, self.max_grad_norm)
         else:
+            # After the all-reduce: the norm of the gradient that is applied, as when clipping.
+            grads = [p.grad.float() for p in self.parameters if p.grad is not None]
             norm = torch.linalg.vector_norm(
-                torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+                torch.stack([torch.linalg.vector_norm(g) for g in grads])
             )
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
