@@ -240,6 +240,14 @@ def _checkpoint(policy: Policy, optimizer: PolicyOptimizer | None, run_dir: Path
     return f"checkpoints/{name}"
 
 
+def _prune_checkpoints(run_dir: Path, committed: str) -> None:
+    """Remove every RL checkpoint but the committed one, and half-written (dot) directories."""
+    for path in (run_dir / "checkpoints").glob("*"):
+        stale_rl = path.name.startswith("rl-") and f"checkpoints/{path.name}" != committed
+        if stale_rl or path.name.startswith("."):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[str, Any]:
     """Run (or resume) a training run; returns the summary also written to summary.json."""
     from tqdm import tqdm
@@ -251,11 +259,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     metrics = MetricsWriter(run_dir / "metrics.jsonl")
     if state.metrics_bytes is not None:
         metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
-    for stale in (run_dir / "checkpoints").glob("*"):  # written, never committed
-        if stale.name.startswith(".") or (
-            stale.name.startswith("rl-") and f"checkpoints/{stale.name}" != state.checkpoint
-        ):
-            shutil.rmtree(stale, ignore_errors=True)
+    _prune_checkpoints(run_dir, state.checkpoint)  # written by a killed run, never committed
 
     def commit() -> None:
         """Save the state: the work done so far and the metrics lines that record it."""
@@ -321,12 +325,10 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
                 metrics.write(record)
                 # A new directory per step: until the state is committed, the last committed
                 # checkpoint stays as it was (a kill in between redoes this step from it).
-                previous = state.checkpoint
                 state.checkpoint = _checkpoint(policy, optimizer, run_dir, f"rl-{step + 1}")
                 state.rl_steps_done = step + 1
                 commit()
-                if previous.startswith("checkpoints/rl-"):
-                    shutil.rmtree(run_dir / previous, ignore_errors=True)
+                _prune_checkpoints(run_dir, state.checkpoint)
                 bar.update()
                 log(
                     f"RL step {step + 1}/{config.steps}: mean reward {record['mean_reward']:.3f}, "
