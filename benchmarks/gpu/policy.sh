@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The policy's GPU tests and benchmarks (issue "policy"), for the lent H200. Each part has its own
 # time limit and writes as it goes.
-#   bash benchmarks/gpu/policy.sh OUT_DIR [tests|small|large|all]
+#   bash benchmarks/gpu/policy.sh OUT_DIR [tests|small|nolora|large|all]
 # small: the Qwen2.5-0.5B shape (sampling at batch 64 x 1024 new tokens with a profile of one call,
 #        training 64 x 4096, LoRA and full); large: the Qwen2.5-7B shape. About 4 and 6 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT="${1:?usage: policy.sh OUT_DIR [tests|small|large|all]}"
+OUT="${1:?usage: policy.sh OUT_DIR [tests|small|nolora|large|all]}"
 PART="${2:-all}"
 mkdir -p "$OUT"
 export PYTHONPATH="packages/policy/src${PYTHONPATH:+:$PYTHONPATH}"
@@ -18,13 +18,20 @@ if want tests; then
   echo "policy gpu tests: $(tail -1 "$OUT/gpu_tests_policy.txt")"
 fi
 if want small; then
-  timeout 300 python $B "$OUT/policy_0.5b_generate.json" --model qwen2.5-0.5b --device cuda \
-    --parts generate --batch 64 --prompt-tokens 128 --new-tokens 1024 --plain-new-tokens 128 \
-    --profile "$OUT/policy_0.5b_profile.txt" > "$OUT/policy_0.5b_generate.log" 2>&1
+  TORCH_LOGS=graph_breaks,recompiles,perf_hints timeout 300 python $B \
+    "$OUT/policy_0.5b_generate.json" --model qwen2.5-0.5b --device cuda --parts generate --batch 64 --prompt-tokens 128 --new-tokens 1024 --plain-new-tokens 128 \
+    --profile "$OUT/policy_0.5b_profile.txt" --profile-tokens 1024 > "$OUT/policy_0.5b_generate.log" 2>&1
   timeout 300 python $B "$OUT/policy_0.5b_train.json" --model qwen2.5-0.5b --device cuda \
     --parts train --train-batch 64 --train-tokens 4096 --micro-batch 8 \
     > "$OUT/policy_0.5b_train.log" 2>&1
   grep -h -E "^(plain|policy|train)" "$OUT"/policy_0.5b_*.log
+fi
+if want nolora; then  # is the adapter what slows sampling? The same run without LoRA.
+  TORCH_LOGS=graph_breaks,recompiles,perf_hints timeout 240 python $B \
+    "$OUT/policy_0.5b_generate_nolora.json" --model qwen2.5-0.5b --device cuda --parts generate \
+    --lora-rank 0 --skip-plain --batch 64 --prompt-tokens 128 --new-tokens 1024 \
+    --profile "$OUT/policy_0.5b_profile_nolora.txt" --profile-tokens 1024 > "$OUT/policy_0.5b_generate_nolora.log" 2>&1
+  grep -h -E "^policy" "$OUT/policy_0.5b_generate_nolora.log"
 fi
 if want large; then
   timeout 420 python $B "$OUT/policy_7b.json" --model qwen2.5-7b --device cuda \

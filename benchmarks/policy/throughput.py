@@ -150,7 +150,7 @@ def bench_generate(policy: Policy, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def profile_generate(policy: Policy, args: argparse.Namespace, out: Path) -> None:
-    """Where a decoding step's time goes: ``--profile-steps`` steps of ``Policy.generate``
+    """Where a decoding step's time goes: ``--profile-tokens`` steps of ``Policy.generate``
     (after the warm-up call of bench_generate, so no compilation) under the torch profiler;
     the top operators by device and by host time go to ``out``."""
     from torch.profiler import ProfilerActivity, profile
@@ -160,12 +160,12 @@ def profile_generate(policy: Policy, args: argparse.Namespace, out: Path) -> Non
     if policy.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
-        policy.generate(prompts, max_new_tokens=args.new_tokens, seed=3)
+        policy.generate(prompts, max_new_tokens=args.profile_tokens, seed=3)
         _sync(policy)
     table = prof.key_averages()
     by_device = table.table(sort_by="self_device_time_total", row_limit=25)
     by_host = table.table(sort_by="self_cpu_time_total", row_limit=25)
-    out.write_text(f"{args.new_tokens} new tokens\n\nby device time\n{by_device}\n\n"
+    out.write_text(f"{args.profile_tokens} new tokens\n\nby device time\n{by_device}\n\n"
                    f"by host time\n{by_host}\n")  # fmt: skip
 
 
@@ -220,6 +220,8 @@ def main() -> None:
     parser.add_argument(
         "--profile", default="", help="after the sampling part, profile one more call into FILE"
     )
+    parser.add_argument("--profile-tokens", type=int, default=64)
+    parser.add_argument("--lora-rank", type=int, default=16, help="for sampling; 0: no adapter")
     args = parser.parse_args()
     device = args.device
     if device == "auto":
@@ -238,7 +240,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
 
     if "generate" in parts:
-        policy = build(args.model, device, 16)
+        policy = build(args.model, device, args.lora_rank)
         report["generate"] = bench_generate(policy, args)
         save()
         if args.profile:

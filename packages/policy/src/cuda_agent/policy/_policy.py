@@ -21,6 +21,7 @@ from cuda_agent.policy._config import (
     resolve_dtype,
     resolve_kv_cache,
 )
+from cuda_agent.policy._decoding import StaticDecoder, Warp
 from cuda_agent.policy._loading import (
     adapter_parameters,
     load_pretrained,
@@ -107,6 +108,7 @@ class Policy:
         self._separable_head = _head_is_separable(self._hf_model, device)
         # A private stream of per-call seeds, so seed=None runs are reproducible from config.seed.
         self._seed_stream = torch.Generator().manual_seed(config.seed)
+        self._decoder: StaticDecoder | None = None  # built on the first static-cache sampling
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -244,6 +246,71 @@ class Policy:
             input_ids[i, prompt_length - len(row) :] = torch.tensor(row)
             attention_mask[i, prompt_length - len(row) :] = 1
 
+        cache = resolve_kv_cache(self.config.kv_cache, self.device)
+        run_seed = (
+            seed
+            if seed is not None
+            else int(torch.randint(0, 2**62, (1,), generator=self._seed_stream))
+        )
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with _fork_rng_seeded(run_seed, self.device):
+                if cache == "static":
+                    new_tokens, logprobs = self._decode_static(
+                        input_ids, attention_mask, max_new_tokens, temperature, top_p, top_k, stop
+                    )
+                else:
+                    new_tokens, logprobs = self._decode_with_generate(
+                        input_ids, attention_mask, max_new_tokens, temperature, top_p, top_k, stop
+                    )
+        finally:
+            self.model.train(was_training)
+
+        samples = [
+            build_sample(self.tokenizer, row, ids, lps, self._eos_ids, stop)
+            for row, ids, lps in zip(rows, new_tokens.tolist(), logprobs.tolist(), strict=True)
+        ]
+        return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
+
+    def _decode_static(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        stop: Sequence[str],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Our own decoding loop (`_decoding.py`), compiled into CUDA graphs on CUDA."""
+        if self._decoder is None:
+            self._decoder = StaticDecoder(self._hf_model, compile=self.device.type == "cuda")
+        stops = StopOnStrings(self.tokenizer, stop, 0) if stop else None
+        decoded = self._decoder.decode(
+            input_ids.to(self.device),
+            attention_mask.to(self.device),
+            max_new_tokens=max_new_tokens,
+            warp=Warp(temperature=temperature, top_p=top_p, top_k=top_k),
+            eos_ids=sorted(self._eos_ids),
+            pad_id=self._pad_id,
+            stop_found=stops.rows_with_stop if stops else None,
+            stop_lookback=stops.window if stops else 0,
+        )
+        return decoded.tokens, decoded.logprobs
+
+    def _decode_with_generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        stop: Sequence[str],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """transformers' `generate` with a dynamic cache; the sampler's log-probs recorded."""
+        prompt_length = input_ids.shape[1]
         recorder = SamplerLogprobRecorder()
         processors = LogitsProcessorList(
             [*sampling_processors(temperature, top_p, top_k), recorder]
@@ -254,44 +321,25 @@ class Policy:
         # Warpers run as our own processors (before the recorder), so generate's are all off
         # (its global default top_k is 50). Greedy ignores them, so they are only set to sample.
         neutral_warpers = {"temperature": 1.0, "top_k": 0, "top_p": 1.0} if temperature > 0 else {}
-        cache = resolve_kv_cache(self.config.kv_cache, self.device)
         generation_config = GenerationConfig(
             max_new_tokens=max_new_tokens,
             do_sample=temperature > 0,
             num_beams=1,
             use_cache=True,
-            **({"cache_implementation": "static"} if cache == "static" else {}),
             **neutral_warpers,
             pad_token_id=self._pad_id,
             eos_token_id=sorted(self._eos_ids),
         )
-        run_seed = (
-            seed
-            if seed is not None
-            else int(torch.randint(0, 2**62, (1,), generator=self._seed_stream))
-        )
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with _fork_rng_seeded(run_seed, self.device), self._neutral_generation_defaults():
-                sequences = self._hf_model.generate(
-                    input_ids=input_ids.to(self.device),
-                    attention_mask=attention_mask.to(self.device),
-                    generation_config=generation_config,
-                    logits_processor=processors,
-                    stopping_criteria=criteria,
-                )
-        finally:
-            self.model.train(was_training)
-
+        with self._neutral_generation_defaults():
+            sequences = self._hf_model.generate(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
+                generation_config=generation_config,
+                logits_processor=processors,
+                stopping_criteria=criteria,
+            )
         new_tokens = sequences[:, prompt_length:]
-        logprobs = recorder.finish(new_tokens).cpu().tolist()
-        new_token_lists = new_tokens.cpu().tolist()
-        samples = [
-            build_sample(self.tokenizer, row, ids, lps, self._eos_ids, stop)
-            for row, ids, lps in zip(rows, new_token_lists, logprobs, strict=True)
-        ]
-        return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
+        return new_tokens.cpu(), recorder.finish(new_tokens).cpu()
 
     def _prompt_ids(self, prompt: Sequence[int] | Sequence[Mapping[str, str]]) -> list[int]:
         if len(prompt) and all(isinstance(m, Mapping) for m in prompt):

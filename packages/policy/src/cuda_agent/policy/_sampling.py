@@ -102,9 +102,13 @@ class StopOnStrings(StoppingCriteria):
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         start = max(self.prompt_length, input_ids.shape[1] - self.window)
-        texts = self.tokenizer.batch_decode(input_ids[:, start:].tolist(), skip_special_tokens=True)
-        done = [any(stop in text for stop in self.stops) for text in texts]
+        done = self.rows_with_stop(input_ids[:, start:])
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
+
+    def rows_with_stop(self, tokens_bt: torch.Tensor) -> list[bool]:
+        """Which rows of these (latest) tokens contain a stop string once decoded."""
+        texts = self.tokenizer.batch_decode(tokens_bt.tolist(), skip_special_tokens=True)
+        return [any(stop in text for stop in self.stops) for text in texts]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> StopOnStrings:
         return self  # generate deep-copies stopping criteria; the tokenizer need not be copied
