@@ -77,3 +77,42 @@ def test_the_cache_is_reused_and_reset_between_calls(
     assert [s.response_ids for s in _flat(again)] == [s.response_ids for s in _flat(want)]
     policy.generate(prompts + prompts, max_new_tokens=4)  # another batch size: a new cache
     assert policy._decoder._cache is not cache
+
+
+def test_grouped_decode_attention_equals_sdpa_with_repeated_heads() -> None:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from cuda_agent.policy._decode_setup import grouped_decode_attention
+
+    module = torch.nn.Module()
+    module.num_key_value_groups = 3  # type: ignore[assignment]
+    module.eval()
+    torch.manual_seed(0)
+    query = torch.randn(5, 6, 1, 8)  # 6 query heads over 2 key/value heads
+    key, value = torch.randn(5, 2, 11, 8), torch.randn(5, 2, 11, 8)
+    mask = torch.rand(5, 1, 1, 11) > 0.3
+    mask[:, :, :, 0] = True
+    got, _ = grouped_decode_attention(module, query, key, value, mask, scaling=0.3)
+    want, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3)
+    assert got.shape == want.shape == (5, 1, 6, 8)
+    torch.testing.assert_close(got, want)
+
+
+def test_sampling_in_bf16_leaves_the_float32_adapter_untouched(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    policy = make_policy(kv_cache="static", dtype="bf16")
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_" in n}
+    assert before and all(p.dtype == torch.float32 for p in before.values())
+    samples = _flat(policy.generate(prompts, n=2, max_new_tokens=10, seed=0))
+    after = dict(policy.model.named_parameters())
+    for name, value in before.items():
+        assert after[name].dtype == torch.float32 and torch.equal(after[name], value)
+    assert policy._hf_model.config._attn_implementation == "sdpa"
+    # The sampler ran a bf16 adapter; the scorer runs the float32 one: close, not equal.
+    scored = policy.token_logprobs(
+        [s.prompt_ids for s in samples], [s.response_ids for s in samples]
+    )
+    for i, sample in enumerate(samples):
+        want = scored.logprobs[i, : len(sample.response_ids)]
+        torch.testing.assert_close(torch.tensor(sample.sampler_logprobs), want, atol=0.3, rtol=0)

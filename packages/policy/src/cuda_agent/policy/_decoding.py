@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from transformers import StaticCache
 
+from cuda_agent.policy._decode_setup import AdapterCast, grouped_attention
 from cuda_agent.policy._sampling import sampling_processors
 
 CACHE_BUCKET = 256
@@ -90,6 +91,7 @@ class StaticDecoder:
         params = inspect.signature(hf_model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._compiled = compile
+        self._adapters = AdapterCast(hf_model)
         step = self._step
         if compile:
             step = torch.compile(step, mode="reduce-overhead", fullgraph=False)
@@ -144,7 +146,33 @@ class StaticDecoder:
         Every `check_every` steps, `stop_found` (if given) gets the latest tokens on the CPU
         ([B, check_every + stop_lookback] at most) and returns which rows have hit a stop
         string; those rows end. The loop ends early once every row has ended (eos or stop).
+        The model runs with the changes of `_decode_setup` in place.
         """
+        with grouped_attention(self._model), self._adapters.swapped():
+            return self._decode(
+                input_ids_bp,
+                attention_mask_bp,
+                max_new_tokens,
+                warp,
+                eos_ids,
+                pad_id,
+                stop_found,
+                stop_lookback,
+                check_every,
+            )
+
+    def _decode(
+        self,
+        input_ids_bp: torch.Tensor,
+        attention_mask_bp: torch.Tensor,
+        max_new_tokens: int,
+        warp: Warp,
+        eos_ids: Sequence[int],
+        pad_id: int,
+        stop_found: Callable[[torch.Tensor], list[bool]] | None,
+        stop_lookback: int,
+        check_every: int,
+    ) -> Decoded:
         device = input_ids_bp.device
         batch, prompt_length = input_ids_bp.shape
         length = -(-(prompt_length + max_new_tokens) // CACHE_BUCKET) * CACHE_BUCKET
