@@ -11,9 +11,9 @@ Models: ``smollm2`` is the embedded SmolLM2-135M-Instruct (GGUF, real weights an
 
 Sampling (``--parts generate``): ``batch`` random prompts of ``prompt-tokens``, ``new-tokens``
 each, temperature 1, with the policy's LoRA (rank 16) in place. ``plain`` is the model's own
-``generate`` with default settings; ``policy`` is ``Policy.generate`` (static KV cache on CUDA,
-where transformers compiles the decoding step), timed on its second call (the first compiles;
-its time is reported as ``first_call_s``). Training (``--parts train``): ``token_logprobs`` +
+``generate`` with default settings; ``policy`` is ``Policy.generate`` (on CUDA its static-cache
+decoding loop, compiled into CUDA graphs), timed on its second call (the first compiles; its
+time is reported as ``first_call_s``). Training (``--parts train``): ``token_logprobs`` +
 backward + ``PolicyOptimizer`` step over ``train-batch`` sequences of ``train-tokens`` (half
 prompt, half response), in micro-batches of ``--micro-batch``, LoRA and full fine-tuning.
 Tokens per second, seconds, and peak GPU memory.

@@ -34,9 +34,9 @@ class PolicyConfig:
         except the output head.
     seed: seeds the LoRA initialisation and the policy's own sampling stream.
     kv_cache: how `generate` keeps keys and values: `"auto"` (`"static"` on CUDA, `"dynamic"`
-        elsewhere), `"static"` (preallocated for prompt + max_new_tokens; on CUDA transformers
-        then compiles the decoding step, which runs it as CUDA graphs: many times faster for
-        small models, after a one-off compile per batch shape) or `"dynamic"` (grows per step).
+        elsewhere), `"static"` (the package's own decoding loop over a preallocated cache; on
+        CUDA it is compiled into CUDA graphs, after a one-off compile per batch size, cache
+        length bucket and sampling setting) or `"dynamic"` (transformers' `generate`).
     """
 
     model: str = DEFAULT_MODEL
