@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -154,3 +155,22 @@ def test_bad_inputs_are_rejected(make_policy: Any) -> None:
         policy.token_logprobs([[1]], [[2], [3]])
     with pytest.raises(ValueError, match="at least one token"):
         policy.token_logprobs([[]], [[2]])
+
+
+def test_a_bf16_lora_policy_trains_in_mixed_precision(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """float32 adapter weights on a bf16 model: the adapter matmuls run in bf16 (autocast), the
+    weights and their gradients stay float32; a float32 model is left alone."""
+    assert isinstance(scoring.adapter_autocast(make_policy()._hf_model), type(nullcontext()))
+    policy = make_policy(dtype="bf16").train()
+    assert isinstance(scoring.adapter_autocast(policy._hf_model), torch.autocast)
+    seen: list[torch.dtype] = []
+    lora_a = next(m for n, m in policy.model.named_modules() if n.endswith("q_proj.lora_A.default"))
+    lora_a.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    responses = [[5, 6, 7], [8, 9], [10]]
+    policy.token_logprobs(prompts, responses).logprobs.sum().backward()
+    assert seen and all(d == torch.bfloat16 for d in seen)
+    grads = [p.grad for n, p in policy.model.named_parameters() if "lora_" in n]
+    assert grads and all(g is not None and g.dtype == torch.float32 for g in grads)
+    assert all(bool(torch.isfinite(g).all()) for g in grads)

@@ -36,7 +36,12 @@ from cuda_agent.policy._sampling import (
     build_sample,
     sampling_processors,
 )
-from cuda_agent.policy._scoring import TokenLogprobs, logprobs_from_hidden, right_padded_batch
+from cuda_agent.policy._scoring import (
+    TokenLogprobs,
+    adapter_autocast,
+    logprobs_from_hidden,
+    right_padded_batch,
+)
 
 _DEFAULT_CONFIG = PolicyConfig()
 POLICY_CONFIG_FILE = "policy_config.json"
@@ -384,14 +389,16 @@ class Policy:
         head: Any
         if self._separable_head:
             decoder, head = self._hf_model.get_decoder(), self._hf_model.get_output_embeddings()
-            states_bth = decoder(
-                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-            ).last_hidden_state
+            with adapter_autocast(self._hf_model):
+                states_bth = decoder(
+                    input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+                ).last_hidden_state
             vocab_size = int(head.weight.shape[0])
         else:  # logits post-processed by the model: take them whole (more memory, still exact)
-            states_bth = self._hf_model(
-                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-            ).logits
+            with adapter_autocast(self._hf_model):
+                states_bth = self._hf_model(
+                    input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+                ).logits
             head, vocab_size = torch.nn.Identity(), int(states_bth.shape[-1])
         index_brh = positions[..., None].expand(-1, -1, states_bth.shape[-1])
         selected_brh = states_bth.gather(1, index_brh)

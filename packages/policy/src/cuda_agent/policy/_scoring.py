@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -11,6 +13,24 @@ from torch.utils.checkpoint import checkpoint
 # Upper bound on the number of fp32 logits materialised at once (per chunk): 2**26 floats =
 # 256 MiB. A chunk holds max(1, _LOGIT_CHUNK_ELEMENTS // vocab_size) response tokens.
 _LOGIT_CHUNK_ELEMENTS = 2**26
+
+
+def adapter_autocast(hf_model: Any) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to the model's dtype when float32 adapter weights sit on a bf16/fp16 model.
+
+    peft keeps LoRA weights in float32 (right for the optimizer), so without autocast every
+    adapter matmul runs in float32 and keeps float32 copies of its inputs for the backward:
+    on an H200 that made LoRA training slower than full fine-tuning and took more memory
+    (`benchmarks/results/2026-11-30-h200-session4/`). Under autocast the adapter matmuls run
+    in the model's dtype, as in usual mixed-precision training; the weights and their
+    gradients stay float32.
+    """
+    dtype = hf_model.dtype
+    if dtype not in (torch.bfloat16, torch.float16):
+        return contextlib.nullcontext()
+    if not any(p.dtype == torch.float32 for n, p in hf_model.named_parameters() if "lora_" in n):
+        return contextlib.nullcontext()
+    return torch.autocast(hf_model.device.type, dtype=dtype)
 
 
 @dataclass(frozen=True)

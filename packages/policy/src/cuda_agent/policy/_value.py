@@ -30,7 +30,7 @@ from peft.utils import load_peft_weights, set_peft_model_state_dict
 from cuda_agent.policy._config import PolicyConfig
 from cuda_agent.policy._loading import adapter_parameters
 from cuda_agent.policy._policy import Policy
-from cuda_agent.policy._scoring import right_padded_batch
+from cuda_agent.policy._scoring import adapter_autocast, right_padded_batch
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 VALUE_CONFIG_FILE = "value_config.json"
@@ -329,7 +329,7 @@ class ValueModel:
         if batch.empty:
             return TokenValues(torch.zeros(mask.shape, device=self.device), mask)
 
-        with self._adapter_context():
+        with self._adapter_context(), adapter_autocast(self._hf_model):
             states_bth = self._hf_model.get_decoder()(
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
             ).last_hidden_state
