@@ -68,19 +68,28 @@ import json, sys
 import torch
 sys.path.insert(0, sys.argv[1])
 from cuda_agent.policy import Policy, PolicyConfig, testing
-rank, world, out = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rank, world, out, mode, lora = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
 tok = testing.tiny_tokenizer()
 policy = Policy.from_model(testing.tiny_llama(tok, max_position_embeddings=512), tok,
-                           PolicyConfig(device="cpu", lora_rank=4))
+                           PolicyConfig(device="cpu", lora_rank=lora, kv_cache="dynamic"))
+if mode == "fsdp":
+    from accelerate import Accelerator
+    Accelerator(cpu=True)  # the process group, from the launcher's environment
+    policy.shard()
 prompts = [tok(t)["input_ids"] for t in ["Write a CUDA kernel.", "hi", "add", "more please"]]
 responses = [[70, 71, 72, 2], [5, 6], [9, 10, 11], [40, 41]]
-opt = policy.optimizer(lr=1e-2, max_grad_norm=None)
+greedy = [s.response_ids for g in policy.generate(prompts[:2], max_new_tokens=6, temperature=0)
+          for s in g]
+opt = policy.optimizer(lr=1e-2, max_grad_norm=float(sys.argv[7]) if sys.argv[7] != "none" else None)
 share = slice(rank * 4 // world, (rank + 1) * 4 // world)
 loss = -policy.token_logprobs(prompts[share], responses[share]).logprobs.sum() * world / 4
 opt.backward(loss)
 stats = opt.step()
-flat = torch.cat([p.detach().reshape(-1) for p in policy.trainable_parameters()])
-json.dump({"processes": opt.num_processes, "params": flat.tolist()}, open(out, "w"))
+whole = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in policy.trainable_parameters()]
+flat = torch.cat([p.detach().reshape(-1) for p in whole])
+policy.save(out + ".ckpt")
+json.dump({"processes": opt.num_processes, "params": flat.tolist(), "greedy": greedy,
+           "grad_norm": stats["grad_norm"]}, open(out, "w"))
 """
 
 
@@ -90,42 +99,75 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.slow
-def test_two_processes_step_like_one_process_on_the_whole_batch(tmp_path: Path) -> None:
-    """Two real processes (gloo, as under torchrun / accelerate launch) with half the batch
-    each end with the parameters of one process that saw it all."""
+def _run_workers(
+    tmp_path: Path, world: int, mode: str, lora: int, max_norm: str
+) -> list[dict[str, Any]]:
+    """`world` real processes (gloo, as under torchrun / accelerate launch) of _WORKER."""
     src = str(Path(__file__).resolve().parents[1] / "src")
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
+    port, procs, outs = _free_port(), [], []
+    for rank in range(world):
+        out = tmp_path / f"{mode}_lora{lora}_w{world}_r{rank}.json"
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+            "CUDA_VISIBLE_DEVICES": "",
+            "OMP_NUM_THREADS": "1",
+        }
+        if world == 1:
+            for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
+                env.pop(key)
+        cmd = [sys.executable, str(script), src, str(rank), str(world), str(out), mode]
+        procs.append(subprocess.Popen([*cmd, str(lora), max_norm], env=env))
+        outs.append(out)
+    for p in procs:
+        assert p.wait(timeout=300) == 0
+    return [json.loads(o.read_text()) for o in outs]
 
-    def run(world: int) -> list[dict[str, Any]]:
-        port, procs, outs = _free_port(), [], []
-        for rank in range(world):
-            out = tmp_path / f"w{world}_r{rank}.json"
-            env = {
-                **os.environ,
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank),
-                "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(world),
-                "CUDA_VISIBLE_DEVICES": "",
-                "OMP_NUM_THREADS": "1",
-            }
-            if world == 1:
-                for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
-                    env.pop(key)
-            cmd = [sys.executable, str(script), src, str(rank), str(world), str(out)]
-            procs.append(subprocess.Popen(cmd, env=env))
-            outs.append(out)
-        for p in procs:
-            assert p.wait(timeout=300) == 0
-        return [json.loads(o.read_text()) for o in outs]
 
-    single = run(1)[0]
-    pair = run(2)
+@pytest.mark.slow
+def test_two_processes_step_like_one_process_on_the_whole_batch(tmp_path: Path) -> None:
+    """Two processes with half the batch each end with the parameters of one process that
+    saw it all."""
+    single = _run_workers(tmp_path, 1, "ddp", 4, "none")[0]
+    pair = _run_workers(tmp_path, 2, "ddp", 4, "none")
     assert single["processes"] == 1 and [r["processes"] for r in pair] == [2, 2]
     want = torch.tensor(single["params"])
     for result in pair:
         torch.testing.assert_close(torch.tensor(result["params"]), want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", [4, 0], ids=["lora", "full"])
+def test_sharded_training_steps_like_one_process_on_the_whole_batch(
+    tmp_path: Path, lora: int, make_policy: Any
+) -> None:
+    """FSDP2 over two processes: the same greedy samples, the same clipped step and gradient
+    norm as one unsharded process on the whole batch, and a checkpoint an unsharded policy
+    loads."""
+    single = _run_workers(tmp_path, 1, "ddp", lora, "0.5")[0]
+    pair = _run_workers(tmp_path, 2, "fsdp", lora, "0.5")
+    assert [r["processes"] for r in pair] == [2, 2]
+    assert single["grad_norm"] > 0.5  # so the clipping acted
+    want = torch.tensor(single["params"])
+    # Adam's first step is lr * g / (|g| + eps): on gradients near eps (full fine-tuning has
+    # some), summation order moves it by up to about 1e-5; a wrong step moves it by lr = 1e-2.
+    for result in pair:
+        assert result["greedy"] == single["greedy"]
+        assert result["grad_norm"] == pytest.approx(single["grad_norm"], rel=1e-5)
+        torch.testing.assert_close(torch.tensor(result["params"]), want, atol=1e-4, rtol=1e-5)
+    restored = make_policy(lora_rank=lora)
+    restored.load_adapter(tmp_path / f"fsdp_lora{lora}_w2_r0.json.ckpt")
+    flat = torch.cat([p.detach().reshape(-1) for p in restored.trainable_parameters()])
+    torch.testing.assert_close(flat, torch.tensor(pair[0]["params"]), atol=1e-6, rtol=1e-6)
+
+
+def test_shard_needs_a_process_group(make_policy: Any) -> None:
+    with pytest.raises(RuntimeError, match="process group"):
+        make_policy().shard()

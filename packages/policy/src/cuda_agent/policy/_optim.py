@@ -7,7 +7,12 @@ vocabulary head itself (never the model's full-logits forward, which DDP would r
 instead ``step`` averages the gradients of the trainable parameters across processes, in one
 flat all-reduce, before clipping and stepping. For LoRA that is a few MB per step. That is
 exactly what DDP computes (the mean of the per-process gradients), without its overlap of
-communication and backward. Sharded training (FSDP) is not supported.
+communication and backward.
+
+On a sharded policy (`Policy.shard()`, FSDP2) the parameters are DTensor shards, and FSDP has
+already averaged the gradients in the backward (a reduce-scatter): ``step`` then only computes
+the global gradient norm (each process's shard norms, summed in one all-reduce), clips and
+steps each process's shards.
 
 One step, with per-process losses L_p over P processes::
 
@@ -22,6 +27,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+
+from cuda_agent.policy._sharding import is_sharded
 
 
 class PolicyOptimizer:
@@ -52,6 +59,7 @@ class PolicyOptimizer:
                 f"need lr > 0 and max_grad_norm > 0 (or None); got {lr}, {max_grad_norm}"
             )
         self.accelerator = accelerator if accelerator is not None else _accelerator(cpu)
+        self._sharded = any(is_sharded(p) for p in self.parameters)
         self.max_grad_norm = max_grad_norm
         optimizer = torch.optim.AdamW(
             self.parameters, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps
@@ -72,6 +80,12 @@ class PolicyOptimizer:
         clipping) and ``lr``."""
         if all(p.grad is None for p in self.parameters):
             raise RuntimeError("step() before any backward(): no gradients to apply")
+        norm = self._clip_sharded() if self._sharded else self._clip()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": float(norm), "lr": float(self.optimizer.param_groups[0]["lr"])}
+
+    def _clip(self) -> torch.Tensor:
         if self.num_processes > 1:
             self._all_reduce_mean()
         if self.max_grad_norm is not None:
@@ -83,9 +97,24 @@ class PolicyOptimizer:
             norm = torch.linalg.vector_norm(
                 torch.stack([torch.linalg.vector_norm(g) for g in grads])
             )
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return {"grad_norm": float(norm), "lr": float(self.optimizer.param_groups[0]["lr"])}
+        return norm
+
+    def _clip_sharded(self) -> torch.Tensor:
+        """||g||_2 over every shard of every process, then g <- g * min(1, max / ||g||)."""
+        import torch.distributed as dist
+
+        grads = [p.grad for p in self.parameters if p.grad is not None]
+        local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+        squares = torch.zeros((), dtype=torch.float32, device=local[0].device)
+        for g in local:
+            squares += g.float().pow(2).sum()
+        dist.all_reduce(squares)
+        norm = squares.sqrt()
+        if self.max_grad_norm is not None:
+            scale = min(1.0, self.max_grad_norm / (float(norm) + 1e-6))
+            for g in local:
+                g.mul_(scale)
+        return norm
 
     def _all_reduce_mean(self) -> None:
         """Every process's gradients replaced by their mean, in one flat collective. A

@@ -37,11 +37,13 @@ from cuda_agent.policy._sampling import (
     sampling_processors,
 )
 from cuda_agent.policy._scoring import (
+    ScoringBatch,
     TokenLogprobs,
     adapter_autocast,
     logprobs_from_hidden,
     right_padded_batch,
 )
+from cuda_agent.policy._sharding import ShardedRoot, full_state_dict, shard
 
 _DEFAULT_CONFIG = PolicyConfig()
 POLICY_CONFIG_FILE = "policy_config.json"
@@ -114,6 +116,7 @@ class Policy:
         # A private stream of per-call seeds, so seed=None runs are reproducible from config.seed.
         self._seed_stream = torch.Generator().manual_seed(config.seed)
         self._decoder: StaticDecoder | None = None  # built on the first static-cache sampling
+        self._sharded_root: ShardedRoot | None = None  # set by shard()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -199,6 +202,29 @@ class Policy:
         kwargs.setdefault("cpu", self.device.type == "cpu")
         return PolicyOptimizer(self.trainable_parameters(), lr=lr, **kwargs)
 
+    @property
+    def sharded(self) -> bool:
+        return self._sharded_root is not None
+
+    def shard(self) -> Policy:
+        """Shard the model over the processes of the default process group (FSDP2,
+        `_sharding.py`): each decoder layer is one unit, the embeddings and head the root.
+
+        Call it after the process group exists (torchrun / accelerate launch, then any
+        `accelerate.Accelerator()`), and before `optimizer()`, which must see the sharded
+        parameters. `token_logprobs`, the optimizer step, `generate` and `save` then work as
+        before; each process passes its own share of the batch. `generate` then runs
+        transformers' `generate` (uncompiled; every layer is gathered at every step).
+        `export_merged`, `load_adapter` and a critic on the policy's backbone are refused.
+        """
+        if self._sharded_root is None:
+            self._sharded_root = shard(self._hf_model, self.device)
+        return self
+
+    def _refuse_if_sharded(self, what: str) -> None:
+        if self._sharded_root is not None:
+            raise RuntimeError(f"{what} is not supported on a sharded policy; do it before shard()")
+
     # ------------------------------------------------------------------ prompting
     def chat_prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of `messages` under the tokenizer's chat template, ending with the
@@ -261,14 +287,13 @@ class Policy:
         self.model.eval()
         try:
             with _fork_rng_seeded(run_seed, self.device):
-                if cache == "static":
-                    new_tokens, logprobs = self._decode_static(
-                        input_ids, attention_mask, max_new_tokens, temperature, top_p, top_k, stop
-                    )
+                args = (input_ids, attention_mask, max_new_tokens, temperature, top_p, top_k, stop)
+                if self._sharded_root is not None:
+                    new_tokens, logprobs = self._sharded_root.run(self._decode_with_generate, *args)
+                elif cache == "static":
+                    new_tokens, logprobs = self._decode_static(*args)
                 else:
-                    new_tokens, logprobs = self._decode_with_generate(
-                        input_ids, attention_mask, max_new_tokens, temperature, top_p, top_k, stop
-                    )
+                    new_tokens, logprobs = self._decode_with_generate(*args)
         finally:
             self.model.train(was_training)
 
@@ -380,11 +405,25 @@ class Policy:
         Runs in the current mode (call eval() first to disable dropout).
         """
         batch = right_padded_batch(prompt_ids, response_ids, self._pad_id, self.device)
-        mask, targets, positions = batch.mask, batch.targets, batch.positions
+        mask = batch.mask
         if batch.empty:
             zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
             return TokenLogprobs(zeros, mask, zeros.clone() if with_entropy else None)
+        if self._sharded_root is not None:
+            logprobs_n, entropy_n = self._sharded_root.run(self._flat_logprobs, batch, with_entropy)
+        else:
+            logprobs_n, entropy_n = self._flat_logprobs(batch, with_entropy)
+        zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
+        logprobs = zeros.masked_scatter(mask, logprobs_n)
+        entropy = zeros.masked_scatter(mask, entropy_n) if with_entropy else None
+        return TokenLogprobs(logprobs=logprobs, mask=mask, entropy=entropy)
+
+    def _flat_logprobs(
+        self, batch: ScoringBatch, with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """([N] log-probs, [N] entropies) of the N real response tokens of `batch`."""
         input_ids, attention_mask = batch.input_ids, batch.attention_mask
+        positions, targets, mask = batch.positions, batch.targets, batch.mask
 
         head: Any
         if self._separable_head:
@@ -402,36 +441,52 @@ class Policy:
             head, vocab_size = torch.nn.Identity(), int(states_bth.shape[-1])
         index_brh = positions[..., None].expand(-1, -1, states_bth.shape[-1])
         selected_brh = states_bth.gather(1, index_brh)
-        logprobs_n, entropy_n = logprobs_from_hidden(
+        return logprobs_from_hidden(
             head, selected_brh[mask], targets[mask], vocab_size, with_entropy=with_entropy
         )
-        zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
-        logprobs = zeros.masked_scatter(mask, logprobs_n)
-        entropy = zeros.masked_scatter(mask, entropy_n) if with_entropy else None
-        return TokenLogprobs(logprobs=logprobs, mask=mask, entropy=entropy)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """Write the LoRA adapter (or the full model when lora_rank == 0), the tokenizer and
-        policy_config.json to directory `path`."""
+        policy_config.json to directory `path`.
+
+        On a sharded policy every process must call it (the weights are gathered); process 0
+        writes.
+        """
         path = Path(path)
+        state: dict[str, torch.Tensor] | None = None
+        if self._sharded_root is not None:
+            import torch.distributed as dist
+
+            gathered = full_state_dict(self._sharded_root)  # collective
+            if dist.get_rank() != 0:
+                dist.barrier()
+                return
+            # Keys as the unsharded model names them (the root holds it as `hf_model`).
+            prefix = "base_model.model." if isinstance(self.model, PeftModel) else ""
+            state = {prefix + k.removeprefix("hf_model."): v for k, v in gathered.items()}
         path.mkdir(parents=True, exist_ok=True)
         if isinstance(self.model, PeftModel):
             # The vocabulary is never resized, so embedding matrices need not be saved.
             adapters = [self._adapter] if self._adapter is not None else None
             self.model.save_pretrained(
-                str(path), save_embedding_layers=False, selected_adapters=adapters
+                str(path), save_embedding_layers=False, selected_adapters=adapters, state_dict=state
             )
         else:
-            self.model.save_pretrained(str(path))
+            self.model.save_pretrained(str(path), state_dict=state)
         self.tokenizer.save_pretrained(str(path))
         (path / POLICY_CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
+        if self._sharded_root is not None:
+            import torch.distributed as dist
+
+            dist.barrier()
 
     def export_merged(self, path: str | Path) -> Path:
         """Write a plain transformers model directory (LoRA merged into the weights, in the
         model's dtype) plus the tokenizer, for serving or sharing: `from_pretrained(path)` loads
         it without peft. The policy itself is left as it was (still an adapter, still trainable).
         """
+        self._refuse_if_sharded("export_merged")
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         state = self._hf_model.state_dict()
@@ -460,6 +515,7 @@ class Policy:
     def load_adapter(self, path: str | Path) -> None:
         """Load weights written by `save` into this policy (adapter, or full model weights when
         lora_rank == 0), e.g. to resume training."""
+        self._refuse_if_sharded("load_adapter")
         path = Path(path)
         if isinstance(self.model, PeftModel):
             self._load_lora(path)

@@ -200,6 +200,11 @@ class ValueModel:
         (value-loss gradients reach the backbone; the critic's own parameters are its head), and
         lora_rank/lora_alpha must be left unset.
         """
+        if policy.sharded:
+            raise RuntimeError(
+                "ValueModel.from_policy does not support a sharded policy; make the critic "
+                "before Policy.shard(), or use ValueModel.separate(config)"
+            )
         peft_model = policy.model
         if not isinstance(peft_model, PeftModel):
             if lora_rank is not None or lora_alpha is not None:
