@@ -69,12 +69,14 @@ import torch
 sys.path.insert(0, sys.argv[1])
 from cuda_agent.policy import Policy, PolicyConfig, testing
 rank, world, out, mode, lora = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
+device = sys.argv[8] if sys.argv[8] == "cpu" else f"cuda:{rank}"
 tok = testing.tiny_tokenizer()
 policy = Policy.from_model(testing.tiny_llama(tok, max_position_embeddings=512), tok,
-                           PolicyConfig(device="cpu", lora_rank=lora, kv_cache="dynamic"))
+                           PolicyConfig(device=device, dtype="float32", lora_rank=lora,
+                                        kv_cache="dynamic"))
 if mode == "fsdp":
     from accelerate import Accelerator
-    Accelerator(cpu=True)  # the process group, from the launcher's environment
+    Accelerator(cpu=device == "cpu")  # the process group, from the launcher's environment
     policy.shard()
 prompts = [tok(t)["input_ids"] for t in ["Write a CUDA kernel.", "hi", "add", "more please"]]
 responses = [[70, 71, 72, 2], [5, 6], [9, 10, 11], [40, 41]]
@@ -100,9 +102,10 @@ def _free_port() -> int:
 
 
 def _run_workers(
-    tmp_path: Path, world: int, mode: str, lora: int, max_norm: str
+    tmp_path: Path, world: int, mode: str, lora: int, max_norm: str, device: str = "cpu"
 ) -> list[dict[str, Any]]:
-    """`world` real processes (gloo, as under torchrun / accelerate launch) of _WORKER."""
+    """`world` real processes of _WORKER (gloo on the CPU, NCCL on GPUs: one each), with the
+    environment torchrun / accelerate launch would give them."""
     src = str(Path(__file__).resolve().parents[1] / "src")
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
@@ -117,14 +120,15 @@ def _run_workers(
             "LOCAL_RANK": str(rank),
             "WORLD_SIZE": str(world),
             "LOCAL_WORLD_SIZE": str(world),
-            "CUDA_VISIBLE_DEVICES": "",
             "OMP_NUM_THREADS": "1",
         }
+        if device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
         if world == 1:
             for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
                 env.pop(key)
         cmd = [sys.executable, str(script), src, str(rank), str(world), str(out), mode]
-        procs.append(subprocess.Popen([*cmd, str(lora), max_norm], env=env))
+        procs.append(subprocess.Popen([*cmd, str(lora), max_norm, device], env=env))
         outs.append(out)
     for p in procs:
         assert p.wait(timeout=300) == 0
@@ -135,24 +139,35 @@ def _run_workers(
 def test_two_processes_step_like_one_process_on_the_whole_batch(tmp_path: Path) -> None:
     """Two processes with half the batch each end with the parameters of one process that
     saw it all."""
-    single = _run_workers(tmp_path, 1, "ddp", 4, "none")[0]
-    pair = _run_workers(tmp_path, 2, "ddp", 4, "none")
+    single = _run_workers(tmp_path, 1, "ddp", 4, "none", "cpu")[0]
+    pair = _run_workers(tmp_path, 2, "ddp", 4, "none", "cpu")
     assert single["processes"] == 1 and [r["processes"] for r in pair] == [2, 2]
     want = torch.tensor(single["params"])
     for result in pair:
         torch.testing.assert_close(torch.tensor(result["params"]), want, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.slow
+_TWO_GPUS = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs"
+)
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cpu", marks=pytest.mark.slow),
+        pytest.param("cuda", marks=[pytest.mark.gpu, _TWO_GPUS]),
+    ],
+)
 @pytest.mark.parametrize("lora", [4, 0], ids=["lora", "full"])
 def test_sharded_training_steps_like_one_process_on_the_whole_batch(
-    tmp_path: Path, lora: int, make_policy: Any
+    tmp_path: Path, lora: int, device: str, make_policy: Any
 ) -> None:
     """FSDP2 over two processes: the same greedy samples, the same clipped step and gradient
     norm as one unsharded process on the whole batch, and a checkpoint an unsharded policy
     loads."""
-    single = _run_workers(tmp_path, 1, "ddp", lora, "0.5")[0]
-    pair = _run_workers(tmp_path, 2, "fsdp", lora, "0.5")
+    single = _run_workers(tmp_path, 1, "ddp", lora, "0.5", device)[0]
+    pair = _run_workers(tmp_path, 2, "fsdp", lora, "0.5", device)
     assert [r["processes"] for r in pair] == [2, 2]
     assert single["grad_norm"] > 0.5  # so the clipping acted
     want = torch.tensor(single["params"])
