@@ -46,7 +46,7 @@ if [[ $PART == train ]]; then  # training figures only, both shapes; on GPUs 0 a
   grep -h -E "^train" "$OUT"/policy_*_train.log
 fi
 if [[ $PART == fsdp ]]; then  # sharded training over every GPU of the host (needs two or more)
-  timeout 300 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" benchmarks/policy/fsdp_throughput.py \
+  timeout 300 python -m torch.distributed.run --nproc-per-node "$(nvidia-smi -L | wc -l)" benchmarks/policy/fsdp_throughput.py \
     "$OUT/policy_7b_fsdp.json" --model qwen2.5-7b --train-batch 64 --train-tokens 4096 \
     --micro-batch 4 --checkpointing > "$OUT/policy_7b_fsdp.log" 2>&1
   grep -E "^train" "$OUT/policy_7b_fsdp.log"
