@@ -36,10 +36,13 @@ def _prompts(policy: Policy) -> list[list[int]]:
     return [policy.tokenizer(t)["input_ids"] for t in texts]
 
 
-# bf16 activations carry about 0.4% relative error per logit; the tiny model's logits are large
-# (its head is scaled by 10), so its bf16 log-probs sit within about 0.5 of the float64 ones:
-# the bf16 case checks the path, the float32 case checks exactness.
-@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-4), ("bfloat16", 0.6)])
+# bf16 activations carry about 0.4% relative error per logit, and under mixed precision the
+# adapter's matmuls run in bf16 too (this test's adapter is far larger than a trained one). The
+# tiny model's logits are large (its head is scaled by 10), so its bf16 log-probs sit within
+# about 1 of the float64 ones: 0.82 at most on the H200 (before this tolerance was raised from
+# 0.6, set before mixed precision), 0.51 on the CPU. The bf16 case checks the path, the float32
+# case checks exactness.
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-4), ("bfloat16", 1.0)])
 def test_token_logprobs_match_a_float64_reference_on_the_gpu(dtype: str, tolerance: float) -> None:
     policy = _policy(dtype=dtype)
     prompts = _prompts(policy)
