@@ -149,66 +149,44 @@ class StaticDecoder:
         The model runs with the changes of `_decode_setup` in place.
         """
         with grouped_attention(self._model), self._adapters.swapped():
-            return self._decode(
-                input_ids_bp,
-                attention_mask_bp,
-                max_new_tokens,
-                warp,
-                eos_ids,
-                pad_id,
-                stop_found,
-                stop_lookback,
-                check_every,
+            device = input_ids_bp.device
+            batch, prompt_length = input_ids_bp.shape
+            length = -(-(prompt_length + max_new_tokens) // CACHE_BUCKET) * CACHE_BUCKET
+            self._ready_cache(batch, length)
+
+            mask_bl = torch.ones((batch, length), dtype=torch.long, device=device)
+            mask_bl[:, :prompt_length] = attention_mask_bp
+            prompt_positions = (attention_mask_bp.cumsum(-1) - 1).clamp(min=0)
+            eos = torch.tensor(sorted(eos_ids), device=device)
+
+            tokens_bt = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+            logprobs_bt = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
+            token, logprob = sample_next(
+                self._forward(input_ids_bp, prompt_positions, mask_bl), warp
             )
+            tokens_bt[:, 0], logprobs_bt[:, 0] = token, logprob
+            done_b = torch.isin(token, eos)
+            # The step's inputs: the latest token and its position. Kept in the same two buffers,
+            # so the compiled step sees the same shapes, strides and addresses on every call.
+            last_b1 = token[:, None].clone()
+            position_b1 = attention_mask_bp.sum(-1, keepdim=True)
 
-    def _decode(
-        self,
-        input_ids_bp: torch.Tensor,
-        attention_mask_bp: torch.Tensor,
-        max_new_tokens: int,
-        warp: Warp,
-        eos_ids: Sequence[int],
-        pad_id: int,
-        stop_found: Callable[[torch.Tensor], list[bool]] | None,
-        stop_lookback: int,
-        check_every: int,
-    ) -> Decoded:
-        device = input_ids_bp.device
-        batch, prompt_length = input_ids_bp.shape
-        length = -(-(prompt_length + max_new_tokens) // CACHE_BUCKET) * CACHE_BUCKET
-        self._ready_cache(batch, length)
-
-        mask_bl = torch.ones((batch, length), dtype=torch.long, device=device)
-        mask_bl[:, :prompt_length] = attention_mask_bp
-        prompt_positions = (attention_mask_bp.cumsum(-1) - 1).clamp(min=0)
-        eos = torch.tensor(sorted(eos_ids), device=device)
-
-        tokens_bt = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
-        logprobs_bt = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
-        token, logprob = sample_next(self._forward(input_ids_bp, prompt_positions, mask_bl), warp)
-        tokens_bt[:, 0], logprobs_bt[:, 0] = token, logprob
-        done_b = torch.isin(token, eos)
-        # The step's inputs: the latest token and its position. Kept in the same two buffers,
-        # so the compiled step sees the same shapes, strides and addresses on every call.
-        last_b1 = token[:, None].clone()
-        position_b1 = attention_mask_bp.sum(-1, keepdim=True)
-
-        steps = 1
-        while steps < max_new_tokens:
-            if steps % check_every == 0:
-                if stop_found is not None:
-                    recent = tokens_bt[:, max(0, steps - check_every - stop_lookback) : steps]
-                    hits = stop_found(recent.cpu())
-                    done_b |= torch.tensor(hits, dtype=torch.bool, device=device)
-                if bool(done_b.all()):
-                    break
-            if self._compiled:
-                torch.compiler.cudagraph_mark_step_begin()
-            token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
-            tokens_bt[:, steps] = torch.where(done_b, pad_id, token)
-            logprobs_bt[:, steps] = torch.where(done_b, 0.0, logprob)
-            done_b |= torch.isin(token, eos)
-            last_b1.copy_(token[:, None])
-            position_b1.add_(1)
-            steps += 1
-        return Decoded(tokens=tokens_bt[:, :steps].cpu(), logprobs=logprobs_bt[:, :steps].cpu())
+            steps = 1
+            while steps < max_new_tokens:
+                if steps % check_every == 0:
+                    if stop_found is not None:
+                        recent = tokens_bt[:, max(0, steps - check_every - stop_lookback) : steps]
+                        hits = stop_found(recent.cpu())
+                        done_b |= torch.tensor(hits, dtype=torch.bool, device=device)
+                    if bool(done_b.all()):
+                        break
+                if self._compiled:
+                    torch.compiler.cudagraph_mark_step_begin()
+                token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                tokens_bt[:, steps] = torch.where(done_b, pad_id, token)
+                logprobs_bt[:, steps] = torch.where(done_b, 0.0, logprob)
+                done_b |= torch.isin(token, eos)
+                last_b1.copy_(token[:, None])
+                position_b1.add_(1)
+                steps += 1
+            return Decoded(tokens=tokens_bt[:, :steps].cpu(), logprobs=logprobs_bt[:, :steps].cpu())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,19 @@ from cuda_agent.policy._scoring import (
 from cuda_agent.policy._sharding import ShardedRoot, full_state_dict, shard
 
 _DEFAULT_CONFIG = PolicyConfig()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One `generate` call's rows, left-padded on the policy's device, and its settings."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    max_new_tokens: int
+    warp: Warp
+    stop: Sequence[str]
+
+
 POLICY_CONFIG_FILE = "policy_config.json"
 
 
@@ -287,13 +300,21 @@ class Policy:
         self.model.eval()
         try:
             with _fork_rng_seeded(run_seed, self.device):
-                args = (input_ids, attention_mask, max_new_tokens, temperature, top_p, top_k, stop)
+                request = _Request(
+                    input_ids.to(self.device),
+                    attention_mask.to(self.device),
+                    max_new_tokens,
+                    Warp(temperature=temperature, top_p=top_p, top_k=top_k),
+                    stop,
+                )
                 if self._sharded_root is not None:
-                    new_tokens, logprobs = self._sharded_root.run(self._decode_with_generate, *args)
+                    new_tokens, logprobs = self._sharded_root.run(
+                        self._decode_with_generate, request
+                    )
                 elif cache == "static":
-                    new_tokens, logprobs = self._decode_static(*args)
+                    new_tokens, logprobs = self._decode_static(request)
                 else:
-                    new_tokens, logprobs = self._decode_with_generate(*args)
+                    new_tokens, logprobs = self._decode_with_generate(request)
         finally:
             self.model.train(was_training)
 
@@ -303,25 +324,16 @@ class Policy:
         ]
         return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
 
-    def _decode_static(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        stop: Sequence[str],
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _decode_static(self, request: _Request) -> tuple[torch.Tensor, torch.Tensor]:
         """Our own decoding loop (`_decoding.py`), compiled into CUDA graphs on CUDA."""
         if self._decoder is None:
             self._decoder = StaticDecoder(self._hf_model, compile=self.device.type == "cuda")
-        stops = StopOnStrings(self.tokenizer, stop, 0) if stop else None
+        stops = StopOnStrings(self.tokenizer, request.stop, 0) if request.stop else None
         decoded = self._decoder.decode(
-            input_ids.to(self.device),
-            attention_mask.to(self.device),
-            max_new_tokens=max_new_tokens,
-            warp=Warp(temperature=temperature, top_p=top_p, top_k=top_k),
+            request.input_ids,
+            request.attention_mask,
+            max_new_tokens=request.max_new_tokens,
+            warp=request.warp,
             eos_ids=sorted(self._eos_ids),
             pad_id=self._pad_id,
             stop_found=stops.rows_with_stop if stops else None,
@@ -329,18 +341,11 @@ class Policy:
         )
         return decoded.tokens, decoded.logprobs
 
-    def _decode_with_generate(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        stop: Sequence[str],
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _decode_with_generate(self, request: _Request) -> tuple[torch.Tensor, torch.Tensor]:
         """transformers' `generate` with a dynamic cache; the sampler's log-probs recorded."""
-        prompt_length = input_ids.shape[1]
+        input_ids, attention_mask, stop = request.input_ids, request.attention_mask, request.stop
+        temperature, top_p, top_k = request.warp.temperature, request.warp.top_p, request.warp.top_k
+        max_new_tokens, prompt_length = request.max_new_tokens, input_ids.shape[1]
         recorder = SamplerLogprobRecorder()
         processors = LogitsProcessorList(
             [*sampling_processors(temperature, top_p, top_k), recorder]
@@ -362,8 +367,8 @@ class Policy:
         )
         with self._neutral_generation_defaults():
             sequences = self._hf_model.generate(
-                input_ids=input_ids.to(self.device),
-                attention_mask=attention_mask.to(self.device),
+                input_ids=input_ids,
+                attention_mask=attention_mask,
                 generation_config=generation_config,
                 logits_processor=processors,
                 stopping_criteria=criteria,
