@@ -116,3 +116,21 @@ def test_sampling_in_bf16_leaves_the_float32_adapter_untouched(
     for i, sample in enumerate(samples):
         want = scored.logprobs[i, : len(sample.response_ids)]
         torch.testing.assert_close(torch.tensor(sample.sampler_logprobs), want, atol=0.3, rtol=0)
+
+
+def test_batches_padded_to_a_bucket_decode_the_same_and_share_a_cache(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """As compiled on CUDA: 3 and then 5 rows both run as 8 (filler rows), with one cache."""
+    from cuda_agent.policy._decoding import StaticDecoder
+
+    bucketed = make_policy(kv_cache="static")
+    bucketed._decoder = StaticDecoder(bucketed._hf_model, compile=False, batch_bucket=8)
+    plain = make_policy(kv_cache="static")
+    for n in (1, 2):  # 3 rows, then 6
+        got = bucketed.generate(prompts, n=n, max_new_tokens=12, temperature=0)
+        want = plain.generate(prompts, n=n, max_new_tokens=12, temperature=0)
+        assert [s.response_ids for s in _flat(got)] == [s.response_ids for s in _flat(want)]
+        for a, b in zip(_flat(got), _flat(want), strict=True):
+            assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-5)
+        assert bucketed._decoder._cache_shape == (8, 256)

@@ -41,6 +41,15 @@ CACHE_BUCKET = 256
 """Cache lengths are rounded up to a multiple of this, so varying prompt lengths reuse one
 compiled step and one cache."""
 
+BATCH_BUCKET = 8
+"""When compiled, batches are padded up to a multiple of this many rows (copies of the first
+row, marked done from the start), so that a multi-turn run whose batch shrinks as episodes end
+reuses a few compiled shapes instead of compiling for every size."""
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
 
 @dataclass(frozen=True)
 class Warp:
@@ -83,8 +92,9 @@ class StaticDecoder:
     for it.
     """
 
-    def __init__(self, hf_model: Any, *, compile: bool) -> None:
+    def __init__(self, hf_model: Any, *, compile: bool, batch_bucket: int | None = None) -> None:
         self._model = hf_model
+        self._batch_bucket = batch_bucket or (BATCH_BUCKET if compile else 1)
         self._cache: Any = None
         self._cache_shape: tuple[int, int] | None = None
         # transformers 5.24 renamed the forward's `past_key_values` to `cache`.
@@ -150,8 +160,15 @@ class StaticDecoder:
         """
         with grouped_attention(self._model), self._adapters.swapped():
             device = input_ids_bp.device
-            batch, prompt_length = input_ids_bp.shape
-            length = -(-(prompt_length + max_new_tokens) // CACHE_BUCKET) * CACHE_BUCKET
+            rows, prompt_length = input_ids_bp.shape
+            batch = _round_up(rows, self._batch_bucket)
+            if batch > rows:  # filler rows: copies of row 0, done from the start
+                filler = batch - rows
+                input_ids_bp = torch.cat([input_ids_bp, input_ids_bp[:1].expand(filler, -1)])
+                attention_mask_bp = torch.cat(
+                    [attention_mask_bp, attention_mask_bp[:1].expand(filler, -1)]
+                )
+            length = _round_up(prompt_length + max_new_tokens, CACHE_BUCKET)
             self._ready_cache(batch, length)
 
             mask_bl = torch.ones((batch, length), dtype=torch.long, device=device)
@@ -166,6 +183,7 @@ class StaticDecoder:
             )
             tokens_bt[:, 0], logprobs_bt[:, 0] = token, logprob
             done_b = torch.isin(token, eos)
+            done_b[rows:] = True
             # The step's inputs: the latest token and its position. Kept in the same two buffers,
             # so the compiled step sees the same shapes, strides and addresses on every call.
             last_b1 = token[:, None].clone()
@@ -189,4 +207,6 @@ class StaticDecoder:
                 last_b1.copy_(token[:, None])
                 position_b1.add_(1)
                 steps += 1
-            return Decoded(tokens=tokens_bt[:, :steps].cpu(), logprobs=logprobs_bt[:, :steps].cpu())
+            return Decoded(
+                tokens=tokens_bt[:rows, :steps].cpu(), logprobs=logprobs_bt[:rows, :steps].cpu()
+            )
