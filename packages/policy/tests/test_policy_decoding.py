@@ -134,3 +134,24 @@ def test_batches_padded_to_a_bucket_decode_the_same_and_share_a_cache(
         for a, b in zip(_flat(got), _flat(want), strict=True):
             assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-5)
         assert bucketed._decoder._cache_shape == (8, 256)
+
+
+def test_the_mask_covers_only_the_cache_slots_written_so_far(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """transformers' flash-attention paths read as many keys as the 2D mask spans, so at each
+    step the mask must end at the slot being written (SDPA alone would not notice)."""
+    policy = make_policy(kv_cache="static")
+    seen: list[tuple[list[int], int]] = []
+
+    def record(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        mask = kwargs["attention_mask"]
+        seen.append((mask.sum(-1).tolist(), int(mask.nonzero()[:, 1].max()) + 1))
+
+    policy._hf_model.register_forward_pre_hook(record, with_kwargs=True)
+    policy.generate(prompts, max_new_tokens=5, temperature=0)
+    longest = max(len(p) for p in prompts)
+    assert len(seen) == 5  # the prefill, then one call per step
+    for step, (ones, extent) in enumerate(seen):
+        assert ones == [len(p) + step for p in prompts]
+        assert extent == longest + step

@@ -171,7 +171,10 @@ class StaticDecoder:
             length = _round_up(prompt_length + max_new_tokens, CACHE_BUCKET)
             self._ready_cache(batch, length)
 
-            mask_bl = torch.ones((batch, length), dtype=torch.long, device=device)
+            # 1 on the cache slots written so far: the prompt's real tokens now, then one slot per
+            # step. (SDPA would also accept ones on the unwritten slots, since the causal mask
+            # hides them; flash-attention paths take the mask's extent as the keys to read.)
+            mask_bl = torch.zeros((batch, length), dtype=torch.long, device=device)
             mask_bl[:, :prompt_length] = attention_mask_bp
             prompt_positions = (attention_mask_bp.cumsum(-1) - 1).clamp(min=0)
             eos = torch.tensor(sorted(eos_ids), device=device)
@@ -198,6 +201,7 @@ class StaticDecoder:
                         done_b |= torch.tensor(hits, dtype=torch.bool, device=device)
                     if bool(done_b.all()):
                         break
+                mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
                 if self._compiled:
                     torch.compiler.cudagraph_mark_step_begin()
                 token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
