@@ -90,6 +90,12 @@ stats = opt.step()
 whole = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in policy.trainable_parameters()]
 flat = torch.cat([p.detach().reshape(-1) for p in whole])
 policy.save(out + ".ckpt")
+if mode == "fsdp":  # a process with no share of the batch still takes part in the collectives
+    mine = slice(0, 2) if rank == 0 else slice(0, 0)
+    scored = policy.token_logprobs(prompts[mine], responses[mine])
+    opt.backward(-scored.logprobs.sum())
+    opt.step()
+    policy.generate(prompts[mine], max_new_tokens=3)
 json.dump({"processes": opt.num_processes, "params": flat.tolist(), "greedy": greedy,
            "grad_norm": stats["grad_norm"]}, open(out, "w"))
 """
@@ -165,7 +171,8 @@ def test_sharded_training_steps_like_one_process_on_the_whole_batch(
 ) -> None:
     """FSDP2 over two processes: the same greedy samples, the same clipped step and gradient
     norm as one unsharded process on the whole batch, and a checkpoint an unsharded policy
-    loads."""
+    loads. Then a round where one process has nothing to score or sample: it must still take
+    part in the collectives, or both processes hang or fail."""
     single = _run_workers(tmp_path, 1, "ddp", lora, "0.5", device)[0]
     pair = _run_workers(tmp_path, 2, "fsdp", lora, "0.5", device)
     assert [r["processes"] for r in pair] == [2, 2]

@@ -277,6 +277,9 @@ class Policy:
         """
         stop = checked_sampling_args(n, max_new_tokens, temperature, top_p, top_k, stop)
         if not prompts:
+            if self._sharded_root is not None:
+                # Every process must take part in the other processes' weight gathers.
+                self.generate([[self._pad_id]], max_new_tokens=max_new_tokens, seed=0)
             return []
         prompt_ids = [self._prompt_ids(p) for p in prompts]
         if any(len(p) == 0 for p in prompt_ids):
@@ -413,6 +416,14 @@ class Policy:
         mask = batch.mask
         if batch.empty:
             zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
+            if self._sharded_root is not None:
+                # Every process must take part in the forward's and the backward's collectives:
+                # score one dummy token and keep it in the graph with weight 0.
+                dummy = right_padded_batch(
+                    [[self._pad_id]], [[self._pad_id]], self._pad_id, self.device
+                )
+                logprobs_n, _ = self._sharded_root.run(self._flat_logprobs, dummy, False)
+                zeros = zeros + 0.0 * logprobs_n.sum()
             return TokenLogprobs(zeros, mask, zeros.clone() if with_entropy else None)
         if self._sharded_root is not None:
             logprobs_n, entropy_n = self._sharded_root.run(self._flat_logprobs, batch, with_entropy)
