@@ -174,3 +174,6 @@ def test_a_bf16_lora_policy_trains_in_mixed_precision(
     grads = [p.grad for n, p in policy.model.named_parameters() if "lora_" in n]
     assert grads and all(g is not None and g.dtype == torch.float32 for g in grads)
     assert all(bool(torch.isfinite(g).all()) for g in grads)
+    # A model that keeps some modules in float32 on purpose is left alone.
+    policy._hf_model._keep_in_fp32_modules = ["lm_head"]
+    assert isinstance(scoring.adapter_autocast(policy._hf_model), type(nullcontext()))

@@ -60,6 +60,11 @@ class PolicyOptimizer:
             )
         self.accelerator = accelerator if accelerator is not None else _accelerator(cpu)
         self._sharded = any(is_sharded(p) for p in self.parameters)
+        if self._sharded and getattr(self.accelerator, "scaler", None) is not None:
+            raise ValueError(
+                "fp16 loss scaling (accelerate mixed_precision='fp16') is not supported on a "
+                "sharded policy; use a bf16 model, or do not shard"
+            )
         self.max_grad_norm = max_grad_norm
         optimizer = torch.optim.AdamW(
             self.parameters, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps

@@ -43,7 +43,7 @@ from cuda_agent.policy._scoring import (
     logprobs_from_hidden,
     right_padded_batch,
 )
-from cuda_agent.policy._sharding import ShardedRoot, full_state_dict, shard
+from cuda_agent.policy._sharding import ShardedRoot, full_state_dict, is_sharded, shard
 
 _DEFAULT_CONFIG = PolicyConfig()
 
@@ -470,17 +470,35 @@ class Policy:
         writes.
         """
         path = Path(path)
-        state: dict[str, torch.Tensor] | None = None
-        if self._sharded_root is not None:
-            import torch.distributed as dist
+        if self._sharded_root is None:
+            self._write(path, None)
+            return
+        import torch.distributed as dist
 
-            gathered = full_state_dict(self._sharded_root)  # collective
-            if dist.get_rank() != 0:
-                dist.barrier()
-                return
-            # Keys as the unsharded model names them (the root holds it as `hf_model`).
-            prefix = "base_model.model." if isinstance(self.model, PeftModel) else ""
-            state = {prefix + k.removeprefix("hf_model."): v for k, v in gathered.items()}
+        state = self._gathered_state()  # collective
+        try:
+            if dist.get_rank() == 0:
+                self._write(path, state)
+        finally:
+            dist.barrier()
+
+    def _gathered_state(self) -> dict[str, torch.Tensor]:
+        """The weights `save` writes, gathered whole from the shards (every process calls it;
+        keys as the unsharded model names them). LoRA: the adapter only, not the base model."""
+        assert self._sharded_root is not None
+        if not isinstance(self.model, PeftModel):
+            return {
+                k.removeprefix("hf_model."): v
+                for k, v in full_state_dict(self._sharded_root).items()
+            }
+        state = {}
+        for name, param in self._sharded_root.named_parameters():
+            if "lora_" in name:
+                whole = param.full_tensor() if is_sharded(param) else param  # type: ignore[attr-defined]
+                state["base_model.model." + name.removeprefix("hf_model.")] = whole.detach().cpu()
+        return state
+
+    def _write(self, path: Path, state: dict[str, torch.Tensor] | None) -> None:
         path.mkdir(parents=True, exist_ok=True)
         if isinstance(self.model, PeftModel):
             # The vocabulary is never resized, so embedding matrices need not be saved.
@@ -492,10 +510,6 @@ class Policy:
             self.model.save_pretrained(str(path), state_dict=state)
         self.tokenizer.save_pretrained(str(path))
         (path / POLICY_CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
-        if self._sharded_root is not None:
-            import torch.distributed as dist
-
-            dist.barrier()
 
     def export_merged(self, path: str | Path) -> Path:
         """Write a plain transformers model directory (LoRA merged into the weights, in the

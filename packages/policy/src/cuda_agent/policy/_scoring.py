@@ -23,10 +23,14 @@ def adapter_autocast(hf_model: Any) -> contextlib.AbstractContextManager[Any]:
     on an H200 that made LoRA training slower than full fine-tuning and took more memory
     (`benchmarks/results/2026-11-30-h200-session4/`). Under autocast the adapter matmuls run
     in the model's dtype, as in usual mixed-precision training; the weights and their
-    gradients stay float32.
+    gradients stay float32. Not for a model that keeps some modules in float32 on purpose
+    (`_keep_in_fp32_modules`): autocast would cover the whole decoder, those modules included.
     """
     dtype = hf_model.dtype
     if dtype not in (torch.bfloat16, torch.float16):
+        return contextlib.nullcontext()
+    if getattr(hf_model, "_keep_in_fp32_modules", None):
+        # Autocast would run those modules in low precision too (and the sampler does not).
         return contextlib.nullcontext()
     if not any(p.dtype == torch.float32 for n, p in hf_model.named_parameters() if "lora_" in n):
         return contextlib.nullcontext()
