@@ -86,10 +86,10 @@ class Decoded:
 class StaticDecoder:
     """Samples from a transformers causal LM with a preallocated KV cache.
 
-    The cache and the compiled step are kept between calls and reused while the batch size
-    and the bucketed cache length (prompt + max_new_tokens, rounded up to `CACHE_BUCKET`)
-    stay the same. A new shape allocates a new cache, and on CUDA the step is compiled again
-    for it.
+    The cache and the compiled step are kept between calls and reused while the bucketed
+    batch size (rounded up to `batch_bucket` rows) and the bucketed cache length (prompt +
+    max_new_tokens, rounded up to `CACHE_BUCKET`) stay the same. A new shape allocates a new
+    cache, and on CUDA the step is compiled again for it.
     """
 
     def __init__(self, hf_model: Any, *, compile: bool, batch_bucket: int | None = None) -> None:
