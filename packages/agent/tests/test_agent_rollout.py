@@ -26,8 +26,9 @@ class ReplaySample:
 class ReplayPolicy:
     """Answers the i-th sample of every prompt with ``answers[i]``; tokens are UTF-8 bytes."""
 
-    def __init__(self, answers: list[str]) -> None:
+    def __init__(self, answers: list[str], finish_reason: str = "stop") -> None:
         self.answers = answers
+        self.finish_reason = finish_reason
         self.calls: list[dict] = []
 
     def chat_prompt_ids(self, messages):
@@ -40,7 +41,11 @@ class ReplayPolicy:
             group = []
             for i in range(n):
                 ids = list(self.answers[i].encode())
-                group.append(ReplaySample(prompt, ids, self.answers[i], "stop", [-0.1] * len(ids)))
+                group.append(
+                    ReplaySample(
+                        prompt, ids, self.answers[i], self.finish_reason, [-0.1] * len(ids)
+                    )
+                )
             out.append(group)
         return out
 
@@ -77,3 +82,24 @@ def test_rollout_rewards_follow_the_verdicts(sandbox):
     for t in trajectories:
         assert len(t.loss_mask) == len(t.response_ids) == len(t.sampler_logprobs)
         assert all(t.loss_mask)
+
+
+def test_feedback_says_when_the_budget_cut_the_answer(sandbox):
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    cut = '```python\nimport torch\nfrom torch import nn\n\nrelu = cpu_kernel(r"""\nvoid relu('
+    policy = ReplayPolicy([cut], finish_reason="length")
+    [t] = rollout_single_turn(policy, sandbox, [relu], SamplingParams(n=1, max_new_tokens=512))
+    assert t.candidate is None and t.reward == -1.0 and t.finish_reason == "length"
+    assert t.feedback == (
+        "FAIL: the answer was cut at 512 tokens (the answer budget) before ModelNew was "
+        "complete; write a shorter answer."
+    )
+    # A complete candidate in a cut answer is judged, and the cut is still said.
+    done = f"```python\n{relu.solutions['cpu']}```\nNow let me explain"
+    [t] = rollout_single_turn(
+        ReplayPolicy([done], finish_reason="length"), sandbox, [relu], SamplingParams(n=1)
+    )
+    assert t.result is not None and t.result.status == "ok"
+    assert t.feedback.startswith("PASS") and t.feedback.endswith(
+        "(the answer was cut at 320 tokens, the answer budget)"
+    )

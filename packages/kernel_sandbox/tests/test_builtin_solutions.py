@@ -22,6 +22,23 @@ from cuda_agent.kernel_sandbox.tasks import BACKENDS, Task, builtin_tasks
 
 TASKS = builtin_tasks()
 _ids = itertools.count()
+# (task, backend, kind): every reference solution, primary and compact.
+SOLUTIONS = [
+    (t, b, kind)
+    for t in TASKS
+    for kind, solutions in (("primary", t.solutions), ("compact", t.compact_solutions))
+    for b in solutions
+]
+
+
+def _solution_id(case: tuple[Task, str, str]) -> str:
+    task, backend, kind = case
+    return f"{task.name}-{backend}" + ("-compact" if kind == "compact" else "")
+
+
+def _source(task: Task, backend: str, kind: str) -> str:
+    return (task.solutions if kind == "primary" else task.compact_solutions)[backend]
+
 
 # ATen ops a solution may run itself: allocation and views. Everything else must be a kernel.
 _ALLOWED_OPS = {
@@ -75,10 +92,12 @@ def _load_task(task: Task, backend: str) -> types.ModuleType:
     return module
 
 
-def _models(task: Task, backend: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
+def _models(
+    task: Task, backend: str, seed: int = 0, kind: str = "primary"
+) -> tuple[nn.Module, nn.Module, Any]:
     """The reference Model and the solution's ModelNew, sharing (perturbed) weights."""
     ref_mod = _load_task(task, backend)
-    new_mod = _load(task.solutions[backend], f"{task.name}_solution_{backend}")
+    new_mod = _load(_source(task, backend, kind), f"{task.name}_solution_{backend}_{kind}")
     torch.manual_seed(seed)
     ref = ref_mod.Model(*ref_mod.get_init_inputs())
     torch.manual_seed(seed)
@@ -145,12 +164,23 @@ def _defines_model_new(source: str) -> bool:
     return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.parse(source).body)
 
 
-@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
-def test_solutions_use_the_launcher(task: Task) -> None:
-    cpu, cuda = task.solutions["cpu"], task.solutions["cuda"]
-    assert _defines_model_new(cpu) and _defines_model_new(cuda)
-    assert _calls(cpu, "cpu_kernel"), "the CPU solution builds its kernel with cpu_kernel"
-    kernels = _calls(cuda, "cuda_kernel")
+def test_the_starter_suite_has_compact_cuda_solutions() -> None:
+    # The GPU warm start teaches these (a 135M model and 3,600-token GEMMs: see runner/budget.py).
+    starter = builtin_tasks("starter")
+    assert all("cuda" in t.compact_solutions for t in starter)
+    for t in starter:
+        assert len(t.compact_solutions["cuda"]) < len(t.solutions["cuda"])
+
+
+@pytest.mark.parametrize("case", SOLUTIONS, ids=_solution_id)
+def test_solutions_use_the_launcher(case: tuple[Task, str, str]) -> None:
+    task, backend, kind = case
+    source = _source(task, backend, kind)
+    assert _defines_model_new(source)
+    if backend == "cpu":
+        assert _calls(source, "cpu_kernel"), "the CPU solution builds its kernel with cpu_kernel"
+        return
+    kernels = _calls(source, "cuda_kernel")
     assert kernels, "the CUDA solution builds its kernel with cuda_kernel"
     for call in kernels:
         src, name = (a.value if isinstance(a, ast.Constant) else None for a in call.args[:2])
@@ -159,9 +189,10 @@ def test_solutions_use_the_launcher(task: Task) -> None:
         assert f"void {name}(" in src
 
 
-@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
-def test_cpu_solution_matches_reference(task: Task) -> None:
-    ref, new, task_mod = _models(task, "cpu")
+@pytest.mark.parametrize("case", [c for c in SOLUTIONS if c[1] == "cpu"], ids=_solution_id)
+def test_cpu_solution_matches_reference(case: tuple[Task, str, str]) -> None:
+    task, _, kind = case
+    ref, new, task_mod = _models(task, "cpu", kind=kind)
     for trial in range(3):
         torch.manual_seed(100 + trial)
         inputs = task_mod.get_inputs()
@@ -176,10 +207,11 @@ def test_cpu_solution_matches_reference(task: Task) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
-def test_cuda_solution_matches_reference(task: Task) -> None:
+@pytest.mark.parametrize("case", [c for c in SOLUTIONS if c[1] == "cuda"], ids=_solution_id)
+def test_cuda_solution_matches_reference(case: tuple[Task, str, str]) -> None:
     pytest.importorskip("cupy")
-    ref, new, task_mod = _models(task, "cuda")
+    task, _, kind = case
+    ref, new, task_mod = _models(task, "cuda", kind=kind)
     # The float64 reference runs on the GPU too: at GPU sizes it would be slow on the CPU.
     ref, new = ref.cuda(), new.cuda()
     ref64 = copy.deepcopy(ref).double()

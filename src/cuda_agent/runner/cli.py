@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from .config import TrainConfig
+from .config import TrainConfig, presets, read_toml
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,12 +18,19 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train",
         help="run a training run (defaults: embedded SmolLM2-135M, built-in tasks, CPU or GPU)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     train.add_argument(
         "--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint"
     )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--preset",
+        metavar="NAME|FILE.toml",
+        action="append",
+        default=[],
+        help=f"settings from a shipped preset ({', '.join(presets())}) or a TOML file; "
+        "repeatable, later ones win; flags override them",
+    )
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         kind = type(field.default)
@@ -32,17 +39,34 @@ def _parser() -> argparse.ArgumentParser:
             "tasks": "task directory or file; 'builtin' = every built-in task "
             "(default: the built-in starter suite)",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
-        }.get(field.name)
-        train.add_argument(flag, type=kind, default=field.default, help=help_text)
+            "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
+            "answer (an explicit budget too small for it is refused)",
+        }.get(field.name, "")
+        # default None: a flag given on the command line is told apart from a preset's value
+        train.add_argument(
+            flag, type=kind, default=None, help=f"{help_text} (default: {field.default!r})"
+        )
     return parser
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    """Defaults, then each preset in order, then the flags given; raises ValueError."""
+    values: dict[str, object] = {}
+    for preset in args.preset:
+        values.update(read_toml(preset))
+    for field in dataclasses.fields(TrainConfig):
+        given = getattr(args, field.name)
+        if given is not None:
+            values[field.name] = given
+    return TrainConfig(**values)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "train":
+        from .budget import BudgetError
         from .train import train
 
-        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
         try:
             if args.resume:
                 run_dir = Path(args.resume)
@@ -55,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = TrainConfig.from_json(run_dir / "config.json")
                 config = dataclasses.replace(config, out=str(run_dir))
             else:
-                config = TrainConfig(**values)
+                config = _config(args)
         except ValueError as exc:
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2
@@ -64,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             train(config, progress=not args.quiet)
-        except (ModelNotAvailableError, TaskError) as exc:
+        except (ModelNotAvailableError, TaskError, BudgetError) as exc:
             # A user's mistake (a model or task that is not there): say what to do, no traceback.
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2

@@ -8,6 +8,7 @@ continues a killed run from the last finished step.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from cuda_agent.agent import SamplingParams, Trajectory, build_messages, rollout_single_turn
+from cuda_agent.agent import SamplingParams, Trajectory, rollout_single_turn
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, builtin_tasks, load_tasks
 from cuda_agent.policy import Policy, PolicyConfig, PolicyOptimizer
 from cuda_agent.rl_core import (
@@ -29,6 +30,7 @@ from cuda_agent.rl_core import (
     ppo_clipped_policy_loss,
 )
 
+from .budget import WarmStartExample, resolve_budget, warmstart_examples
 from .checkpoint import (
     MetricsWriter,
     load_state,
@@ -51,11 +53,6 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
 
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _response_ids(policy: Policy, text: str) -> list[int]:
-    ids = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-    return [*ids, policy.tokenizer.eos_token_id]
 
 
 def load_task_suite(config: TrainConfig) -> list[Task]:
@@ -99,6 +96,8 @@ def _rollout_stats(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "frac_parsed": sum(t.candidate is not None for t in trajectories) / n,
         "frac_compiled": sum(r is not None and r.status != "compile_error" for r in results) / n,
         "frac_correct": sum(r is not None and r.correct for r in results) / n,
+        # cut by the answer budget (finish_reason "length"): a budget too small shows here
+        "frac_truncated": sum(t.finish_reason == "length" for t in trajectories) / n,
         "mean_speedup_vs_eager": statistics.fmean(speedups) if speedups else None,
         "mean_response_tokens": statistics.fmean(len(t.response_ids) for t in trajectories)
         if trajectories
@@ -108,20 +107,17 @@ def _rollout_stats(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- warm start
 def warm_start(
-    policy: Policy, tasks: Sequence[Task], backend: str, config: TrainConfig, log: Log
+    policy: Policy,
+    examples: Sequence[WarmStartExample],
+    backend: str,
+    config: TrainConfig,
+    log: Log,
 ) -> list[dict[str, Any]]:
     """Supervised fine-tuning on the tasks' reference solutions (negative log-likelihood).
 
-    The answer format is exactly what rollouts parse: one fenced Python block with ModelNew.
+    The answer format is exactly what rollouts parse: one fenced Python block with ModelNew
+    (``budget.answer_text``); the run's answer budget holds the longest (``budget.py``).
     """
-    examples = [
-        (
-            policy.chat_prompt_ids(build_messages(t, backend)),
-            _response_ids(policy, f"```python\n{t.solutions[backend].strip()}\n```"),
-        )
-        for t in tasks
-        if backend in t.solutions
-    ]
     if not examples:
         log(f"warm start skipped: no task has a {backend} reference solution")
         return []
@@ -132,10 +128,12 @@ def warm_start(
     for step in range(config.warmstart_steps):
         started = time.perf_counter()
         batch = rng.sample(examples, min(config.warmstart_batch, len(examples)))
-        total_tokens = sum(len(r) for _, r in batch)
+        total_tokens = sum(len(e.response_ids) for e in batch)
         loss_sum = 0.0
         for micro in _chunks(batch, config.micro_batch):
-            out = policy.token_logprobs([p for p, _ in micro], [r for _, r in micro])
+            out = policy.token_logprobs(
+                [e.prompt_ids for e in micro], [e.response_ids for e in micro]
+            )
             nll = -(out.logprobs * out.mask).sum() / total_tokens
             optimizer.backward(nll)
             loss_sum += nll.item()
@@ -287,6 +285,13 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         f"sandbox backend: {backend} ({sandbox.config.workers} workers); "
         f"policy on {policy.device} ({dtype})"
     )
+    examples = warmstart_examples(policy, tasks, backend, config.warmstart_solutions)
+    budget = resolve_budget(config.max_new_tokens, examples, backend, config.warmstart_steps > 0)
+    if budget != config.max_new_tokens:
+        longest = max((len(e.response_ids) for e in examples), default=0)
+        log(f"answer budget: {budget} tokens (auto; longest warm-start answer {longest})")
+        config = dataclasses.replace(config, max_new_tokens=budget)
+        write_json_atomic(run_dir / "config.json", config.to_dict())  # the resolved config
     if state.checkpoint:
         log(f"resuming from {state.checkpoint} (RL steps done: {state.rl_steps_done})")
         policy.load_adapter(run_dir / state.checkpoint / "adapter")
@@ -310,7 +315,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
             log(f"mean reward before training: {state.eval_before['mean_reward']:.3f}")  # type: ignore[index]
 
             if config.warmstart_steps and "warmstart" not in state.finished_stages:
-                for record in warm_start(policy, tasks, backend, config, log):
+                for record in warm_start(policy, examples, backend, config, log):
                     metrics.write(record)
                 state.checkpoint = _checkpoint(policy, None, run_dir, "warmstart")
                 state.finished_stages.append("warmstart")
@@ -353,6 +358,9 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         "mean_reward_after": eval_after["mean_reward"],
         "frac_correct_before": before.get("frac_correct"),
         "frac_correct_after": eval_after["frac_correct"],
+        "frac_truncated_before": before.get("frac_truncated"),
+        "frac_truncated_after": eval_after["frac_truncated"],
+        "max_new_tokens": config.max_new_tokens,
         "seconds_this_session": time.perf_counter() - started,
         "adapter": str(run_dir / "adapter"),
     }

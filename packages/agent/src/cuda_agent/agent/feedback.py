@@ -5,10 +5,27 @@ from __future__ import annotations
 from cuda_agent.kernel_sandbox import EvalResult
 
 
-def feedback(result: EvalResult | None) -> str:
-    """``PASS``/``FAIL`` plus the reason, and one line of timings when measured."""
+def feedback(result: EvalResult | None, truncated_at: int | None = None) -> str:
+    """``PASS``/``FAIL`` plus the reason, and one line of timings when measured.
+
+    ``truncated_at``: the answer budget in tokens when the answer was cut by it
+    (``finish_reason == "length"``); the text then says so, since a cut answer and a wrong one
+    need different fixes (write less, not differently).
+    """
     if result is None:
+        if truncated_at is not None:
+            return (
+                f"FAIL: the answer was cut at {truncated_at} tokens (the answer budget) before "
+                "ModelNew was complete; write a shorter answer."
+            )
         return "FAIL: no ```python block defining class ModelNew was found in the answer."
+    text = _verdict(result)
+    if truncated_at is not None:
+        text += f" (the answer was cut at {truncated_at} tokens, the answer budget)"
+    return text
+
+
+def _verdict(result: EvalResult) -> str:
     if result.status != "ok" or result.flags:
         head = f"FAIL ({result.status}): {result.message}"
         return head if not result.flags else f"{head} [flags: {', '.join(result.flags)}]"

@@ -137,7 +137,12 @@ def rollout_single_turn(
                 candidate=candidate,
                 result=result,
                 reward=reward,
-                feedback=feedback(result),
+                feedback=feedback(
+                    result,
+                    truncated_at=sampling.max_new_tokens
+                    if sample.finish_reason == "length"
+                    else None,
+                ),
                 loss_mask=[True] * len(sample.response_ids),
             )
         )

@@ -22,12 +22,18 @@ BACKENDS = ("cpu", "cuda")
 
 @dataclass(frozen=True)
 class Task:
-    """A reference operator. ``solutions`` maps a backend to a known-good candidate source."""
+    """A reference operator. ``solutions`` maps a backend to a known-good candidate source.
+
+    ``compact_solutions`` maps a backend to a shorter known-good candidate (plain kernels, no
+    tuning): correct like the primary one, often slower, and a fraction of its tokens. A warm
+    start can teach these (``TrainConfig.warmstart_solutions``).
+    """
 
     name: str
     source: str
     solutions: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
+    compact_solutions: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -141,7 +147,8 @@ def task_from_source(source: str, name: str = "task", **kwargs: object) -> Task:
 def load_task(path: str | Path) -> Task:
     """Load a task from a ``.py`` file, or from a directory holding ``task.py`` and solutions.
 
-    In a directory, ``solution_cpu.py`` / ``solution_cuda.py`` are read as reference solutions.
+    In a directory, ``solution_cpu.py`` / ``solution_cuda.py`` are read as reference solutions,
+    ``solution_<backend>_compact.py`` as compact ones.
     """
     path = Path(path)
     if path.is_dir():
@@ -153,7 +160,14 @@ def load_task(path: str | Path) -> Task:
             for b in BACKENDS
             if (path / f"solution_{b}.py").is_file()
         }
-        return task_from_source(task_file.read_text(), name=path.name, solutions=solutions)
+        compact = {
+            b: (path / f"solution_{b}_compact.py").read_text()
+            for b in BACKENDS
+            if (path / f"solution_{b}_compact.py").is_file()
+        }
+        return task_from_source(
+            task_file.read_text(), name=path.name, solutions=solutions, compact_solutions=compact
+        )
     if not path.is_file():
         raise TaskError(f"task file {path} does not exist")
     return task_from_source(path.read_text(), name=path.stem)

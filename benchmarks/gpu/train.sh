@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The default `cuda-agent train` on the H200 with the real embedded weights (issue 12).
+#   bash benchmarks/gpu/train.sh OUT_DIR [GGUF] [label [extra train flags...]]
+# GGUF defaults to /tmp/smol.gguf (joined by benchmarks/gpu/join_model.sh). Writes
+# OUT_DIR/train_<label>.json (figures), OUT_DIR/train_<label>.log and the run's metrics.jsonl.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${1:?usage: train.sh OUT_DIR [GGUF] [label [flags...]]}"
+GGUF="${2:-/tmp/smol.gguf}"
+LABEL="${3:-default}"
+shift $(( $# < 3 ? $# : 3 ))
+mkdir -p "$OUT"
+export PYTHONPATH="packages/kernel_sandbox/src:packages/reward/src:packages/rl_core/src:packages/policy/src:packages/agent/src:src${PYTHONPATH:+:$PYTHONPATH}"
+export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
+RUN="/tmp/train-$LABEL"
+rm -rf "$RUN"
+CMD="python -m cuda_agent.runner train --model $GGUF --out $RUN --quiet $*"
+start=$(date +%s.%N)
+$CMD > "$OUT/train_$LABEL.log" 2>&1
+rc=$?
+wall=$(python -c "print(round($(date +%s.%N) - $start, 1))")
+echo "train $LABEL: exit $rc, ${wall} s"
+if [ $rc -ne 0 ]; then tail -30 "$OUT/train_$LABEL.log"; exit $rc; fi
+cp "$RUN/metrics.jsonl" "$OUT/train_${LABEL}_metrics.jsonl"
+python benchmarks/gpu/train_report.py "$RUN" "$OUT/train_$LABEL.json" --wall-s "$wall" \
+    --label "$LABEL" --command "$(echo "$CMD" | sed "s#$GGUF#smol.gguf#; s#$RUN#RUN_DIR#")"

@@ -1,0 +1,103 @@
+"""The answer budget (``max_new_tokens``) and the warm start's examples, checked against each other.
+
+Why this exists (measured on the H200, 2026-12-01): the CUDA reference solutions of the starter
+suite are 600 to 2,800 SmolLM2 tokens, the budget was a fixed 512, so after the warm start every
+greedy answer was cut before ``class ModelNew`` and nothing parsed; the run learned nothing and
+said nothing. A warm start teaches the policy to write answers of its examples' length, so the
+budget must hold the longest of them: ``max_new_tokens = 0`` (auto) derives it, and an explicit
+budget that is too small is refused before any work is done.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cuda_agent.agent import build_messages
+from cuda_agent.kernel_sandbox import Task
+from cuda_agent.policy import Policy
+
+# Sampled answers (temperature 1) come out a little longer or shorter than the example they
+# imitate; the margin keeps a sampled answer of a learned solution inside the budget.
+AUTO_MARGIN = 1.25
+AUTO_FLOOR = 512  # the budget for tasks without solutions (and the old default)
+AUTO_ROUND = 64
+
+
+class BudgetError(ValueError):
+    """The answer budget cannot hold what the warm start teaches."""
+
+
+@dataclass(frozen=True)
+class WarmStartExample:
+    task: str
+    prompt_ids: list[int]
+    response_ids: list[int]  # the fenced solution and the end-of-turn token
+
+
+def answer_text(solution: str) -> str:
+    """The answer format rollouts parse: one fenced Python block defining ModelNew."""
+    return f"```python\n{solution.strip()}\n```"
+
+
+def warmstart_solution(task: Task, backend: str, choice: str) -> str | None:
+    """The solution the warm start teaches for ``task``: ``"compact"`` prefers the task's
+    compact solution and falls back to its primary one; ``"primary"`` takes the primary one."""
+    if choice == "compact" and backend in task.compact_solutions:
+        return task.compact_solutions[backend]
+    return task.solutions.get(backend)
+
+
+def warmstart_examples(
+    policy: Policy, tasks: Sequence[Task], backend: str, choice: str = "compact"
+) -> list[WarmStartExample]:
+    """One example per task with a reference solution for ``backend``."""
+    eos = policy.tokenizer.eos_token_id
+    chosen = [(t, warmstart_solution(t, backend, choice)) for t in tasks]
+    return [
+        WarmStartExample(
+            task=t.name,
+            prompt_ids=policy.chat_prompt_ids(build_messages(t, backend)),
+            response_ids=[
+                *policy.tokenizer(answer_text(solution), add_special_tokens=False)["input_ids"],
+                eos,
+            ],
+        )
+        for t, solution in chosen
+        if solution is not None
+    ]
+
+
+def auto_budget(longest_answer: int) -> int:
+    """``max(512, ceil(1.25 * longest / 64) * 64)`` tokens."""
+    fitted = math.ceil(longest_answer * AUTO_MARGIN / AUTO_ROUND) * AUTO_ROUND
+    return max(AUTO_FLOOR, fitted)
+
+
+def resolve_budget(
+    requested: int, examples: Sequence[WarmStartExample], backend: str, warm_start: bool
+) -> int:
+    """The answer budget of the run: ``requested``, or derived when ``requested == 0``.
+
+    Raises ``BudgetError`` when the warm start is on and one of its answers would not fit in an
+    explicit budget: the policy would be taught answers it can never finish.
+    """
+    longest = max((len(e.response_ids) for e in examples), default=0)
+    if requested == 0:
+        return auto_budget(longest) if warm_start else AUTO_FLOOR
+    too_long = sorted(
+        ((len(e.response_ids), e.task) for e in examples if len(e.response_ids) > requested),
+        reverse=True,
+    )
+    if warm_start and too_long:
+        listed = ", ".join(f"{name} ({n})" for n, name in too_long[:5])
+        more = f" and {len(too_long) - 5} more" if len(too_long) > 5 else ""
+        raise BudgetError(
+            f"--max-new-tokens {requested} cannot hold the warm start's {backend} answers: "
+            f"{len(too_long)} of {len(examples)} are longer (tokens: {listed}{more}); every "
+            f"greedy answer to those tasks would be cut before ModelNew is complete. Use "
+            f"--max-new-tokens 0 (auto: {auto_budget(longest)} here), a budget of at least "
+            f"{longest}, or --warmstart-steps 0."
+        )
+    return requested
