@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -31,9 +32,13 @@ def main() -> None:
     evals = {r["stage"]: r for r in records if r["stage"].startswith("eval")}
     rl = [r for r in records if r["stage"] == "rl"]
     warm = [r for r in records if r["stage"] == "warmstart"]
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    # The device's copy of the tree may carry an older .git: the caller names the commit.
+    commit = (
+        os.environ.get("CUDA_AGENT_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    )
     report = {
         "benchmark": f"train_{args.label}",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -41,7 +46,7 @@ def main() -> None:
         "commit": commit or None,
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch": torch.__version__,
-        "model": config["model"],
+        "model": Path(config["model"]).name,
         "max_new_tokens": config["max_new_tokens"],
         "warmstart_solutions": config.get("warmstart_solutions"),
         "wall_s": args.wall_s,
@@ -54,6 +59,7 @@ def main() -> None:
         "frac_parsed_after": evals["eval_after"]["frac_parsed"],
         "per_task_after": evals["eval_after"]["per_task"],
         "feedback_after": evals["eval_after"]["feedback"],
+        "eval_seconds": {k: v.get("seconds") for k, v in evals.items()},
         "warmstart_last_nll": warm[-1]["nll"] if warm else None,
         "warmstart_s": sum(r["seconds"] for r in warm),
         "rl_steps": [

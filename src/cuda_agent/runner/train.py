@@ -69,7 +69,11 @@ def load_task_suite(config: TrainConfig) -> list[Task]:
 def evaluate_policy(
     policy: Policy, sandbox: Sandbox, tasks: Sequence[Task], config: TrainConfig
 ) -> dict[str, Any]:
-    """Greedy answer per task, evaluated and rewarded: the before/after yardstick."""
+    """Greedy answer per task, evaluated and rewarded: the before/after yardstick.
+
+    The record keeps each answer's text: a wrong verdict is read against what was written.
+    """
+    started = time.perf_counter()
     policy.eval()
     trajectories = rollout_single_turn(
         policy,
@@ -81,6 +85,8 @@ def evaluate_policy(
         **_rollout_stats(trajectories),
         "per_task": {t.task: t.reward for t in trajectories},
         "feedback": {t.task: t.feedback for t in trajectories},
+        "answers": {t.task: t.text for t in trajectories},
+        "seconds": time.perf_counter() - started,
     }
 
 
