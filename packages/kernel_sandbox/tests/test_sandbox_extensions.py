@@ -97,3 +97,35 @@ def test_documented_cpu_examples_pass(relu, tmp_path, monkeypatch):
         cuda_files = read_candidate(EXAMPLES / "workdir_cuda")
         result = sandbox.evaluate(relu, cuda_files)
         assert result.status == "compile_error" and "kernels/*.cpp" in result.message
+
+
+def _zero_out(source: str) -> str:
+    """The same candidate, same extension name, other code: it writes zeros (incorrect)."""
+    return source.replace("in[i] > 0.f ? in[i] : 0.f", "0.f")
+
+
+def test_candidates_sharing_an_extension_name_each_run_their_own(relu, tmp_path, monkeypatch):
+    # KernelBench's adversarial pair (result_reuse / zero_out, both load_inline(name=
+    # "fast_matmul")) once got each other's verdicts in one worker: an extension loaded under
+    # a name was reused for any later candidate with that name. Both orders, one worker.
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    honest = CANDIDATE  # the generated binding (functions=[...]) uses the given name
+    spelled = CANDIDATE.replace(
+        'functions=["relu_cpu"], ', ""
+    ).replace(
+        "return out;\n}\n",
+        "return out;\n}\n"
+        'PYBIND11_MODULE(relu_ext, m) { m.def("relu_cpu", &relu_cpu); }\n',
+    )  # a binding that spells the module name
+    files = read_candidate(EXAMPLES / "workdir_cpu")
+    assert isinstance(files, dict)
+    zero_files = {k: _zero_out(v) for k, v in files.items()}
+    assert zero_files != files
+    with Sandbox(_config()) as sandbox:
+        verdicts = [
+            sandbox.evaluate(relu, c).status
+            for c in (honest, _zero_out(honest), honest, spelled, _zero_out(spelled), spelled)
+        ]
+        assert verdicts == ["ok", "incorrect", "ok", "ok", "incorrect", "ok"], verdicts
+        verdicts = [sandbox.evaluate(relu, c).status for c in (zero_files, files, zero_files)]
+        assert verdicts == ["incorrect", "ok", "incorrect"], verdicts

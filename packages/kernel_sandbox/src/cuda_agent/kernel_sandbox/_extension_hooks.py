@@ -9,6 +9,12 @@ installs these hooks before importing a candidate:
   asked for again, by any worker, in any run, is only loaded: no compiler runs. A file lock per
   directory makes concurrent builds of one extension build it once; a build killed at its
   deadline leaves no lock that would stall the next one.
+- **Each content its own module.** An extension is built and imported under its name plus its
+  content hash (``fast_matmul_<hash>``): Python keeps an extension module loaded under a name for
+  the life of the process, so a second candidate's ``load_inline(name="fast_matmul", ...)``
+  with other sources would otherwise run the first one's code (seen on the H200 with
+  KernelBench's own adversarial kernels; reproduced on the CPU). A binding that spells the name
+  (``PYBIND11_MODULE(fast_matmul, m)``) is rewritten to ``TORCH_EXTENSION_NAME``.
 - **Compiler errors as compile errors.** A failed build becomes a ``CompileError`` whose text
   is trimmed to ``file:line: error: message`` lines, not the harness's traceback.
 - **Counted calls.** Every call of a function of such an extension counts as a custom-kernel
@@ -136,12 +142,15 @@ def _cached_loader(kind: str, original: Any) -> Any:
             key = _build_key(kind, arguments)
         except OSError as exc:
             raise CompileError(f"{kind}: cannot read a source file: {exc}") from None
-        name = re.sub(r"[^A-Za-z0-9_]", "_", str(arguments.get("name", "ext")))[:40]
+        given = str(arguments.get("name", "ext"))
+        name = re.sub(r"[^A-Za-z0-9_]", "_", given)[:40]
         directory = cache_dir("extensions") / f"{name}-{key}"
+        unique = f"{name}_{key}"
         with _exclusive(directory):
+            _own_module_name(kind, arguments, given, unique, directory)
             # torch renames an extension rebuilt under a known name (name_v1, ...) and would
             # rebuild a cached one; each directory holds one content, so start from version 0.
-            cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(arguments.get("name"), None)
+            cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(unique, None)
             try:
                 module = original(**arguments, build_directory=str(directory))
             except RuntimeError as exc:
@@ -156,6 +165,47 @@ def _cached_loader(kind: str, original: Any) -> Any:
     loader._cuda_agent_hooked = True  # type: ignore[attr-defined]
     functools.update_wrapper(loader, original)
     return loader
+
+
+def _spelled_binding(name: str) -> re.Pattern[str]:
+    return re.compile(r"PYBIND11_MODULE\s*\(\s*" + re.escape(name) + r"\s*,")
+
+
+def _own_module_name(
+    kind: str, arguments: dict[str, Any], given: str, unique: str, directory: Path
+) -> None:
+    """Build under ``unique``; a binding that spells ``given`` is pointed at the new name."""
+    arguments["name"] = unique
+    binding = _spelled_binding(given)
+    fixed = "PYBIND11_MODULE(TORCH_EXTENSION_NAME,"
+    if kind == "load_inline":
+        for field in ("cpp_sources", "cuda_sources"):
+            value = arguments.get(field)
+            if isinstance(value, str):
+                arguments[field] = binding.sub(fixed, value)
+            elif isinstance(value, list | tuple):
+                arguments[field] = [binding.sub(fixed, v) if isinstance(v, str) else v
+                                    for v in value]  # fmt: skip
+        return
+    # load: sources are files; a spelled binding is rewritten into a copy in the build
+    # directory, and the original folder stays on the include path for its headers.
+    sources = arguments.get("sources")
+    paths = [sources] if isinstance(sources, str) else list(sources or [])
+    rewritten, includes = [], list(arguments.get("extra_include_paths") or [])
+    for path in paths:
+        text = Path(path).read_text(errors="replace")
+        if not binding.search(text):
+            rewritten.append(path)
+            continue
+        copy = directory / "sources" / Path(path).name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(binding.sub(fixed, text))
+        rewritten.append(str(copy))
+        if str(Path(path).parent) not in includes:
+            includes.append(str(Path(path).parent))
+    arguments["sources"] = rewritten
+    if includes:
+        arguments["extra_include_paths"] = includes
 
 
 def count_triton_launches() -> None:
