@@ -154,6 +154,36 @@ def test_no_honest_builtin_solution_is_rejected(strict):
         assert result.status == "ok" and result.correct, f"{task.name}: {result.message}"
 
 
+KERNELBENCH_HELPERS = """
+
+def get_inputs():
+    return [torch.rand(16, 16384)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_helpers_the_harness_never_calls_leave_the_verdict_alone(strict):
+    # KernelBench's own test kernels carry get_inputs / get_init_inputs (torch.rand), and LLMs
+    # copy them from the prompt: an honest kernel with them is ok, with every check on.
+    tasks = builtin_tasks("starter")
+    results = strict.evaluate_many([(t, t.solutions["cpu"] + KERNELBENCH_HELPERS) for t in tasks])
+    for task, result in zip(tasks, results, strict=True):
+        assert result.status == "ok", f"{task.name}: {result.message}"
+    # A helper the forward path does call is judged like the forward itself.
+    relu = next(t for t in tasks if t.name == "relu")
+    called = (
+        relu.solutions["cpu"].replace(
+            "        relu(out, x, x.numel())", "        relu(out, x, x.numel())\n        _noise()"
+        )
+        + "\n\ndef _noise():\n    return torch.rand(1)\n"
+    )
+    result = strict.evaluate(relu, called)
+    assert result.status == "rejected" and "torch_compute" in result.flags, result.message
+
+
 CUDA_CASES = [c for c in CASES if "cuda" in c.get("backends", ["cpu"])]
 
 

@@ -133,3 +133,25 @@ def test_the_sandbox_refuses_flagged_candidates_before_running_them():
         assert result.extra["findings"][0]["code"] == "torch_compute"
         # No worker was needed for that verdict.
         assert all(not slot.candidate.alive() for slot in sandbox._slots)
+
+
+def test_compute_libraries_are_refused():
+    for library in ("numpy", "cupy", "scipy", "numba", "jax"):
+        assert "library_compute" in _forward(HONEST, prelude=f"import {library}\n"), library
+    assert "library_compute" in _forward(HONEST, prelude="from scipy import special\n")
+
+
+def test_unreached_helpers_are_not_judged_but_reached_ones_are():
+    helpers = "\ndef get_inputs():\n    return [torch.rand(4, 4)]\n"
+    assert _forward(HONEST) == set()
+    assert _codes(helpers + "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                  + textwrap.indent(textwrap.dedent(HONEST), "        ")) == set()  # fmt: skip
+    # reached from the forward, through an alias, or by module-level code: judged
+    reached = "\ndef helper(x):\n    return torch.relu(x)\n\nalias = helper\n"
+    body = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return alias(x)\n"
+    assert "torch_compute" in _codes(reached + body)
+    at_import = "\ndef prep():\n    return torch.rand(3).sum()\n\nVALUE = prep()\n"
+    assert "torch_compute" in _codes(at_import + "\nclass ModelNew(nn.Module):\n    pass\n")
+    # whole-module rules still see an unreached helper
+    hostile = "\ndef get_inputs():\n    return open('/etc/passwd').read()\n"
+    assert "file_access" in _codes(hostile + "\nclass ModelNew(nn.Module):\n    pass\n")

@@ -23,6 +23,12 @@ What is checked, and why (each is a hack seen in the wild; see the package READM
 - ``file_access``: files, the environment, processes (``open``, ``os.*``, ``sys.exit``, ...).
 - ``output_cache``: module-level containers filled in the forward path, memoising decorators,
   state stored on ``self`` during ``forward``.
+- ``library_compute``: importing a compute library (numpy, cupy, scipy, numba, jax, ...): a
+  trivial kernel launched for show while the library computes passes the launch counter.
+
+Forward-path rules judge the code the candidate runs: methods, and module-level functions that
+code reaches. Helpers nothing calls (``get_inputs`` / ``get_init_inputs`` copied from the task,
+as KernelBench's own kernels carry them) are not judged by them; whole-module rules still are.
 """
 
 from __future__ import annotations
@@ -136,7 +142,13 @@ class _Checker:
                 self.visit_import(any_node)
         for any_node in ast.walk(self.tree):
             self.visit_anywhere(any_node)
+        reachable = _reachable_functions(self.tree)
         for func, in_class in _functions(self.tree):
+            if not in_class and func.name not in reachable:
+                # Never called by the code the candidate runs (KernelBench-style get_inputs /
+                # get_init_inputs copied from the prompt: the harness uses the task's own).
+                # Whole-module rules above still apply to it.
+                continue
             if isinstance(func, ast.AsyncFunctionDef):
                 self.add("concurrency", func, "async functions are not allowed in a candidate")
             self.visit_decorators(func)
@@ -398,6 +410,7 @@ class _Checker:
 
 _WHY = {
     "concurrency": "threads, processes and async work escape the timer",
+    "library_compute": "compute libraries may not do the work; compute it in your own kernel",
     "file_access": "candidates may not touch files, the environment or processes",
     "introspection": "inspecting or rewriting the interpreter is not allowed",
     "patching": "patching modules (timers, events, synchronize, torch) is not allowed",
@@ -437,6 +450,36 @@ def _functions(
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield node, False
+
+
+def _reachable_functions(tree: ast.Module) -> set[str]:
+    """Module-level functions the candidate's code can reach: named anywhere outside the
+    module-level function bodies (classes, module statements), decorated (a decorator runs at
+    import), or named by a reachable function; a fixpoint over names, so aliases count."""
+    bodies = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+    def names(nodes: Iterable[ast.AST]) -> set[str]:
+        return {
+            n.id
+            for node in nodes
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and n.id in bodies
+        }
+
+    seen = names(node for node in tree.body if node not in bodies.values())
+    seen |= {name for name, func in bodies.items() if func.decorator_list}
+    frontier = set(seen)
+    while frontier:
+        func = bodies[frontier.pop()]
+        defaults = [d for d in [*func.args.defaults, *func.args.kw_defaults] if d is not None]
+        new = names([*func.body, *defaults]) - seen
+        seen |= new
+        frontier |= new
+    return seen
 
 
 def _walk_body(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
