@@ -110,12 +110,9 @@ def test_candidates_sharing_an_extension_name_each_run_their_own(relu, tmp_path,
     # a name was reused for any later candidate with that name. Both orders, one worker.
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
     honest = CANDIDATE  # the generated binding (functions=[...]) uses the given name
-    spelled = CANDIDATE.replace(
-        'functions=["relu_cpu"], ', ""
-    ).replace(
+    spelled = CANDIDATE.replace('functions=["relu_cpu"], ', "").replace(
         "return out;\n}\n",
-        "return out;\n}\n"
-        'PYBIND11_MODULE(relu_ext, m) { m.def("relu_cpu", &relu_cpu); }\n',
+        'return out;\n}\nPYBIND11_MODULE(relu_ext, m) { m.def("relu_cpu", &relu_cpu); }\n',
     )  # a binding that spells the module name
     files = read_candidate(EXAMPLES / "workdir_cpu")
     assert isinstance(files, dict)
