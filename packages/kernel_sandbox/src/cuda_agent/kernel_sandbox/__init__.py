@@ -1,14 +1,16 @@
 """cuda_agent.kernel_sandbox: compile, verify and time candidate kernels, isolated in workers."""
 
-from .config import Deadlines, SandboxConfig
+from .config import TOLERANCE_PRESETS, Deadlines, SandboxConfig, Tolerances
 from .errors import CandidateError, CompileError, TaskError
 from .result import STATUSES, EvalResult, Status, TrialOutcome
 from .sandbox import Sandbox, evaluate_solutions
 from .tasks import STARTER_SUITE, Task, builtin_tasks, load_task, load_tasks, task_from_source
+from .validate import TaskFinding, TaskValidation, validate_task, validate_tasks
 
 __all__ = [
     "STARTER_SUITE",
     "STATUSES",
+    "TOLERANCE_PRESETS",
     "CandidateError",
     "CompileError",
     "Deadlines",
@@ -18,12 +20,17 @@ __all__ = [
     "Status",
     "Task",
     "TaskError",
+    "TaskFinding",
+    "TaskValidation",
+    "Tolerances",
     "TrialOutcome",
     "builtin_tasks",
     "evaluate_solutions",
     "load_task",
     "load_tasks",
     "task_from_source",
+    "validate_task",
+    "validate_tasks",
 ]
 
 __version__ = "0.1.0"

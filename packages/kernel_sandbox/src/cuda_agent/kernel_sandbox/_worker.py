@@ -6,8 +6,9 @@ anything the candidate prints (or reads) cannot corrupt the protocol.
 
 The same program serves both kinds of worker. A *candidate* job (``kind`` absent) loads and
 runs candidate code (``_evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
-only task code and judges one trial's outputs (``_reference.check``), and a *baseline* job
-times the eager and ``torch.compile`` reference (``_reference.baseline``). A *prepare* job
+only task code and judges one trial's outputs (``_reference.check``), a *baseline* job
+times the eager and ``torch.compile`` reference (``_reference.baseline``), and a *validate* job
+looks for answers that compute nothing yet pass (``_trivial_answers``). A *prepare* job
 (``kind: "prepare"``, in a compile worker with no GPU) imports a candidate only to build its
 extensions into the shared cache (``_evaluate.prepare``).
 
@@ -183,6 +184,14 @@ def main() -> None:
     from ._evaluate import prepare, run_job
     from ._reference import baseline as reference_baseline
     from ._reference import check as reference_check
+    from ._trivial_answers import trivial_answers
+
+    # Jobs that run only task code (served by reference workers).
+    task_jobs = {
+        "reference": reference_check,
+        "baseline": reference_baseline,
+        "validate": trivial_answers,
+    }
 
     _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
 
@@ -216,10 +225,9 @@ def main() -> None:
     try:
         for line in inbox:
             job = json.loads(line)
-            if job.get("kind") in ("reference", "baseline"):
-                serve = reference_check if job["kind"] == "reference" else reference_baseline
+            if job.get("kind") in task_jobs:
                 try:
-                    answer = serve(job, home)
+                    answer = task_jobs[job["kind"]](job, home)
                 except Exception as exc:  # a harness bug: report it, keep serving
                     answer = {"reference_failed": f"{type(exc).__name__}: {exc}"}
                 _send(channel, {"type": "result", "result": answer, "retire": False})

@@ -1,7 +1,8 @@
-"""``kernel-sandbox eval TASK CANDIDATE [--backend cpu|cuda] [--json]``.
+"""``kernel-sandbox eval TASK CANDIDATE`` and ``kernel-sandbox check-task TASK``.
 
-Exits 0 whenever a verdict was produced (whatever it is), 2 on a usage error (a missing or
-broken task or candidate file).
+``eval`` exits 0 whenever a verdict was produced (whatever it is); ``check-task`` exits 0 when
+the task rewards no trivial answer and 1 when it has findings. Both exit 2 on a usage error (a
+missing or broken task or candidate file, a bad option).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import sys
 from pathlib import Path
 
 from .candidates import read_candidate
-from .config import SandboxConfig
+from .config import TOLERANCE_PRESETS, SandboxConfig
 from .errors import TaskError
 from .sandbox import Sandbox
 from .tasks import load_task
+from .validate import validate_task
+
+_USAGE_ERRORS = (TaskError, OSError, ValueError, UnicodeDecodeError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,23 +32,46 @@ def _parser() -> argparse.ArgumentParser:
         "candidate",
         help="Python file defining ModelNew, or a work directory (kernels/, model_new.py)",
     )
-    ev.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
     ev.add_argument("--trials", type=int, default=5)
-    ev.add_argument("--atol", type=float, default=1e-2)
-    ev.add_argument("--rtol", type=float, default=1e-2)
-    ev.add_argument("--json", action="store_true", help="print the full result as JSON")
+    check = sub.add_parser(
+        "check-task",
+        help="report outputs of a task that an answer computing nothing would pass "
+        "(exit 1 when there are any)",
+    )
+    check.add_argument("task", help="KernelBench-format task file, or a task directory")
+    check.add_argument("--draws", type=int, default=3, help="input draws (seeds) to compare")
+    for command in (ev, check):
+        command.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
+        command.add_argument(
+            "--tolerance",
+            choices=tuple(TOLERANCE_PRESETS),
+            default="cuda-agent",
+            help="named tolerances: cuda-agent (atol = rtol = 1e-2), kernelbench (1e-4 for "
+            "float32, 1e-2 for half precision)",
+        )
+        command.add_argument("--atol", type=float, help="absolute tolerance (over the preset's)")
+        command.add_argument("--rtol", type=float, help="relative tolerance (over the preset's)")
+        command.add_argument("--json", action="store_true", help="print the full result as JSON")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _config(args: argparse.Namespace, trials: int = 5) -> SandboxConfig:
+    return SandboxConfig(
+        backend=args.backend,
+        workers=1,
+        trials=trials,
+        tolerance=args.tolerance,
+        atol=args.atol,
+        rtol=args.rtol,
+    )
+
+
+def _eval(args: argparse.Namespace) -> int:
     try:
         task = load_task(args.task)
         candidate = read_candidate(Path(args.candidate))
-        config = SandboxConfig(
-            backend=args.backend, workers=1, trials=args.trials, atol=args.atol, rtol=args.rtol
-        )
-    except (TaskError, OSError, ValueError, UnicodeDecodeError) as exc:
+        config = _config(args, trials=args.trials)
+    except _USAGE_ERRORS as exc:
         print(f"kernel-sandbox: {exc}", file=sys.stderr)
         return 2
     with Sandbox(config) as sandbox:
@@ -61,6 +88,32 @@ def main(argv: list[str] | None = None) -> int:
             line += f" | compile {result.compile_time_ms:.4g} ms ({result.speedup_vs_compile:.2f}x)"
         print(line)
     return 0
+
+
+def _check_task(args: argparse.Namespace) -> int:
+    try:
+        task = load_task(args.task)
+        report = validate_task(task, _config(args), draws=args.draws)
+    except _USAGE_ERRORS as exc:
+        print(f"kernel-sandbox: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(report.to_json(indent=2))
+    elif report.ok:
+        print(
+            f"ok: no trivial answer passes {report.task} ({len(report.seeds)} draws at sizes "
+            f"{report.sizes}, atol={report.atol:g}, rtol={report.rtol:g})"
+        )
+    else:
+        print(f"{report.task}: {len(report.findings)} finding(s)")
+        for finding in report.findings:
+            print(f"  {finding}")
+    return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return _check_task(args) if args.command == "check-task" else _eval(args)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,38 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Literal
 
 # Value distributions for floating inputs (see _evaluate._redistribute and properties.py).
 INPUT_DISTRIBUTIONS = ("normal", "heavy_tailed", "large", "tiny")
+
+ToleranceName = Literal["cuda-agent", "kernelbench"]
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How close an output must be to the expected one: every element within
+    ``atol + rtol * |expected|``; ``per_dtype`` (dtype name -> (atol, rtol)) overrides both for
+    outputs of that dtype."""
+
+    atol: float
+    rtol: float
+    per_dtype: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+
+# Named tolerance settings (SandboxConfig.tolerance, ``--tolerance``).
+TOLERANCE_PRESETS: Mapping[str, Tolerances] = MappingProxyType(
+    {
+        # The reference system's (CUDA-Agent), and this sandbox's default.
+        "cuda-agent": Tolerances(atol=1e-2, rtol=1e-2),
+        # KernelBench's get_tolerance_for_precision (after torchbench): 1e-4 for float32
+        # and 1e-2 for half precision, as atol and rtol alike.
+        "kernelbench": Tolerances(
+            atol=1e-4, rtol=1e-4, per_dtype={"float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}
+        ),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -36,10 +64,14 @@ class SandboxConfig:
     compile_workers: int = -1
     threads_per_worker: int = 0  # CPU backend: torch/OpenMP threads in each worker (0 = auto)
     trials: int = 5
-    atol: float = 1e-2
-    rtol: float = 1e-2
-    # Per output dtype (name -> (atol, rtol)), e.g. {"bfloat16": (2e-2, 2e-2)}; others use the above.
+    # Outputs are compared at a named preset's tolerances (TOLERANCE_PRESETS, ``tolerance``);
+    # explicit atol / rtol (None = the preset's) and dtype_tolerances (name -> (atol, rtol), e.g.
+    # {"bfloat16": (2e-2, 2e-2)}) override it. ``resolved()`` writes the numbers in. (The
+    # preset comes after them so that positional arguments keep their old meaning.)
+    atol: float | None = None
+    rtol: float | None = None
     dtype_tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    tolerance: ToleranceName = "cuda-agent"
     seed: int = 0
     warmup: int = 3
     # Timed calls of each callable (0 = automatic: 100 on CUDA, where a call is cheap and the
@@ -84,6 +116,13 @@ class SandboxConfig:
                 raise ValueError(f"{name} must be >= 1")
         if self.repeats < 0:
             raise ValueError("repeats must be >= 1, or 0 for automatic")
+        if self.tolerance not in TOLERANCE_PRESETS:
+            known = ", ".join(repr(name) for name in TOLERANCE_PRESETS)
+            raise ValueError(f"unknown tolerance preset {self.tolerance!r}; known: {known}")
+        for name in ("atol", "rtol"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be >= 0, or None for the tolerance preset's")
         for dtype, pair in self.dtype_tolerances.items():
             if len(pair) != 2 or min(pair) < 0:
                 raise ValueError(f"dtype_tolerances[{dtype!r}] must be (atol, rtol) with both >= 0")
@@ -94,11 +133,23 @@ class SandboxConfig:
                 )
         if self.reverify_speedup <= 1:
             raise ValueError("reverify_speedup must be > 1")
-        if self.warmup < 0 or self.atol < 0 or self.rtol < 0 or self.timing_budget_s <= 0:
-            raise ValueError("warmup, atol and rtol must be >= 0 and timing_budget_s > 0")
+        if self.warmup < 0 or self.timing_budget_s <= 0:
+            raise ValueError("warmup must be >= 0 and timing_budget_s > 0")
+
+    def tolerances(self) -> Tolerances:
+        """The tolerances outputs are judged with: the preset's, under the explicit ``atol``,
+        ``rtol`` and ``dtype_tolerances`` (an explicit ``atol`` leaves the preset's per-dtype
+        entries, which are for other dtypes, in place)."""
+        preset = TOLERANCE_PRESETS[self.tolerance]
+        return Tolerances(
+            atol=preset.atol if self.atol is None else self.atol,
+            rtol=preset.rtol if self.rtol is None else self.rtol,
+            per_dtype={**preset.per_dtype, **self.dtype_tolerances},
+        )
 
     def resolved(self) -> SandboxConfig:
-        """The same config with every ``auto`` value decided for this host."""
+        """The same config with every ``auto`` value decided for this host and the tolerances
+        written in (``tolerances()``)."""
         backend = self.backend
         if backend == "auto":
             import torch
@@ -123,9 +174,13 @@ class SandboxConfig:
         if memory is None:
             # CUDA reserves huge virtual ranges, so an address-space cap only works on the CPU.
             memory = 16 << 30 if backend == "cpu" else 0
+        tolerances = self.tolerances()
         return replace(
             self,
             backend=backend,
+            atol=tolerances.atol,
+            rtol=tolerances.rtol,
+            dtype_tolerances=tolerances.per_dtype,
             repeats=self.repeats or (100 if backend == "cuda" else 30),
             workers=workers,
             compile_workers=compilers,

@@ -1,0 +1,130 @@
+"""Which answers that compute nothing would pass a task's checks (a reference worker's job).
+
+A task whose expected output is zero, constant, or the same whatever the inputs rewards a
+candidate that returns zeros, a constant or a hard-coded tensor. Each check here asks the
+sandbox's own comparison (``_compare.compare``, at the job's tolerances) whether such an answer
+passes on every draw of the inputs, with the expected outputs computed exactly as the
+reference worker computes them for a candidate's trials (``_reference._expected``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import _compare, _reference, _task_runtime
+
+
+def trivial_answers(request: dict[str, Any], home: Path) -> dict[str, Any]:
+    """``findings`` (each a ``code``, the ``output`` index and a ``message``) for the task in
+    ``request`` over the draws of ``request["seeds"]``; or ``reference_failed`` (a message)
+    when the task itself fails."""
+    seeds: list[int] = request["seeds"]
+    prints, outputs = [], []
+    for seed in seeds:
+        try:
+            fingerprint, want = _reference._expected(
+                {**request, "seed": seed, "distribution": "normal"}, home
+            )
+        except _task_runtime.TaskFailure as exc:
+            return {"reference_failed": str(exc)}
+        prints.append(fingerprint)
+        outputs.append(want)
+    judge = _Judge(request["atol"], request["rtol"], request.get("dtype_tolerances"))
+    same_inputs = all(_compare.same_fingerprint(prints[0], p) for p in prints[1:])
+    findings: list[dict[str, Any]] = []
+    for index in range(min(len(draw) for draw in outputs)):
+        findings += judge.findings(index, [draw[index] for draw in outputs], seeds, same_inputs)
+    return {"findings": findings}
+
+
+class _Judge:
+    """Would an answer pass against an expected output, at the job's tolerances?"""
+
+    def __init__(self, atol: float, rtol: float, per_dtype: dict[str, Any] | None) -> None:
+        self.atol, self.rtol, self.per_dtype = atol, rtol, per_dtype
+
+    def passes(self, got: torch.Tensor, want: torch.Tensor) -> bool:
+        return _compare.compare([got], [want], self.atol, self.rtol, self.per_dtype)[0]
+
+    def findings(
+        self, index: int, draws: list[torch.Tensor], seeds: list[int], same_inputs: bool
+    ) -> list[dict[str, Any]]:
+        """The trivial answers that pass output ``index`` on all ``draws`` (one per seed)."""
+        atol, rtol = _compare.tolerance(draws[0].dtype, self.atol, self.rtol, self.per_dtype)
+        at = f"at atol={atol:g}, rtol={rtol:g}"
+        found = []
+        if all(self.passes(torch.zeros_like(w), w) for w in draws):
+            peak = max(_peak(w) for w in draws)
+            found.append(
+                _finding(
+                    "near_zero_output",
+                    index,
+                    f"an all-zero answer passes {at} (the largest |expected| is {peak:.3g}); "
+                    "scale the task's values up, or judge it at a tighter tolerance",
+                )
+            )
+        first = self.constant(draws[0])
+        if first is not None and all(self.constant(w) is not None for w in draws[1:]):
+            if all(self.passes(torch.full_like(w, first), w) for w in draws[1:]):
+                what = f"{first:.6g} in every draw, so torch.full(shape, {first:.6g}) passes"
+            else:
+                what = "one value per draw (it depends on the inputs), so a broadcast scalar passes"
+            found.append(
+                _finding(
+                    "constant_output",
+                    index,
+                    f"all elements are equal {at}: {what}; "
+                    "make the output vary across its elements",
+                )
+            )
+        if all(self.passes(draws[0], w) for w in draws[1:]):
+            why = (
+                "get_inputs() returns the same inputs for every seed: draw them from torch's "
+                "generator (torch.randn, torch.rand, ...)"
+                if same_inputs
+                else "the output does not depend on the inputs: make the forward use them"
+            )
+            seeds_text = ", ".join(map(str, seeds))
+            found.append(
+                _finding(
+                    "input_independent_output",
+                    index,
+                    f"a hard-coded tensor passes: the expected output is the same {at} for the "
+                    f"inputs of seeds {seeds_text}; {why}",
+                )
+            )
+        return found
+
+    def constant(self, want: torch.Tensor) -> float | None:
+        """A value whose constant tensor passes against ``want`` (None if none does, or if
+        ``want`` has fewer than two elements: a scalar is not a constant answer)."""
+        if want.numel() < 2:
+            return None
+        value = float(want.reshape(-1)[0].real)  # exact for integers, bool and NaN
+        if want.is_floating_point():
+            # c passes iff it lies in every interval [w - t, w + t], t = atol + rtol * |w|.
+            atol, rtol = _compare.tolerance(want.dtype, self.atol, self.rtol, self.per_dtype)
+            x = want.double()
+            slack = atol + rtol * x.abs()
+            low, high = float((x - slack).max()), float((x + slack).min())
+            if low <= high:
+                value = (low + high) / 2
+            elif math.isfinite(low) and math.isfinite(high):
+                return None  # the intervals do not meet: no constant passes
+        return value if self.passes(torch.full_like(want, value), want) else None
+
+
+def _peak(want: torch.Tensor) -> float:
+    """The largest finite magnitude in ``want`` (0 for an empty output)."""
+    if want.numel() == 0:
+        return 0.0
+    magnitude = want.abs().double() if want.dtype != torch.bool else want.double()
+    return float(magnitude.nan_to_num(0.0, 0.0, 0.0).max())
+
+
+def _finding(code: str, index: int, message: str) -> dict[str, Any]:
+    return {"code": code, "output": index, "message": f"output {index}: {message}"}

@@ -1,0 +1,158 @@
+"""``validate_task``: would an answer that computes nothing earn a task's reward?
+
+    report = validate_task(task, SandboxConfig(backend="cpu"))
+    if not report.ok:
+        print("\\n".join(str(f) for f in report.findings))
+
+A task is degenerate when its expected output is (per output) near zero (an all-zero answer
+passes the sandbox's comparison at the configured tolerances), constant (all elements equal, to
+the tolerance), or the same for inputs drawn from different seeds (a hard-coded tensor
+passes). The reference runs where it always runs, in a reference worker (``_pool.Worker``: a
+process of its own with a deadline), never in this process: here tasks are only read. The
+draws are the first ``draws`` trial seeds a candidate is checked on, at the backend's sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, get_args
+
+from ._jobs import TRIAL_SEED
+from ._pool import Worker, WorkerDied
+from .config import SandboxConfig
+from .tasks import Task
+
+TaskFindingCode = Literal[
+    "near_zero_output", "constant_output", "input_independent_output", "reference_error"
+]
+FINDING_CODES: tuple[TaskFindingCode, ...] = get_args(TaskFindingCode)
+
+
+@dataclass(frozen=True)
+class TaskFinding:
+    """One way a task rewards a trivial answer (or ``reference_error``: its reference failed).
+
+    ``output`` is the index of the output concerned, None for the task as a whole.
+    """
+
+    code: TaskFindingCode
+    message: str
+    output: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class TaskValidation:
+    """The verdict on one task: ``ok`` when no finding was made. ``sizes`` are the problem
+    sizes it was run at, ``seeds`` the input draws, ``atol`` / ``rtol`` the tolerances."""
+
+    task: str
+    backend: str
+    sizes: dict[str, int]
+    seeds: tuple[int, ...]
+    atol: float
+    rtol: float
+    findings: tuple[TaskFinding, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready), with ``ok``."""
+        return {**asdict(self), "ok": self.ok}
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+
+def validate_task(
+    task: Task, config: SandboxConfig | None = None, draws: int = 3
+) -> TaskValidation:
+    """Check ``task`` for outputs a trivial answer passes, on ``draws`` (>= 2) input draws, at
+    the backend's sizes and ``config``'s tolerances. A reference that fails (to import, build,
+    draw inputs or run; a crash or a hang past ``Deadlines.load``) is a ``reference_error``
+    finding, not an exception; a ``CPU_SIZES`` that cannot be read raises ``TaskError``, as
+    ``Sandbox.evaluate`` does."""
+    return validate_tasks([task], config, draws)[0]
+
+
+def validate_tasks(
+    tasks: Sequence[Task], config: SandboxConfig | None = None, draws: int = 3
+) -> list[TaskValidation]:
+    """``validate_task`` for each task, in order, in one reference worker (started once, and
+    again after a task crashed it)."""
+    if draws < 2:
+        raise ValueError("draws must be >= 2: input independence compares draws")
+    cfg = replace(config or SandboxConfig(), workers=1).resolved()
+    jobs = [_job(task, cfg, draws) for task in tasks]  # a malformed CPU_SIZES raises here
+    worker = Worker(cfg, 0, "reference")
+    try:
+        return [_validate(task, job, cfg, worker) for task, job in zip(tasks, jobs, strict=True)]
+    finally:
+        worker.kill()
+
+
+def _job(task: Task, cfg: SandboxConfig, draws: int) -> dict[str, Any]:
+    # Sizes, seeds and device as a candidate's trials use them (Sandbox._job, _jobs.plan_checks).
+    tolerances = cfg.tolerances()
+    return {
+        "kind": "validate",
+        "task": task.source,
+        "task_digest": task.digest,
+        "sizes": task.cpu_sizes if cfg.backend == "cpu" else {},
+        "seeds": [cfg.seed + TRIAL_SEED + k for k in range(draws)],
+        "model_seed": cfg.seed,
+        "device": "cuda:0" if cfg.backend == "cuda" else "cpu",
+        "atol": tolerances.atol,
+        "rtol": tolerances.rtol,
+        "dtype_tolerances": {k: list(v) for k, v in tolerances.per_dtype.items()},
+    }
+
+
+def _validate(
+    task: Task, job: dict[str, Any], cfg: SandboxConfig, worker: Worker
+) -> TaskValidation:
+    try:
+        findings = _read_findings(worker.run(job))
+    except WorkerDied as death:
+        reason = (
+            f"the reference did not finish within {cfg.deadlines.load:g} s (Deadlines.load)"
+            if death.timed_out
+            else death.reason
+        )
+        findings = (TaskFinding("reference_error", reason),)
+    return TaskValidation(
+        task=task.name,
+        backend=cfg.backend,
+        sizes=task.sizes_for(cfg.backend),
+        seeds=tuple(job["seeds"]),
+        atol=job["atol"],
+        rtol=job["rtol"],
+        findings=findings,
+    )
+
+
+def _read_findings(answer: dict[str, Any]) -> tuple[TaskFinding, ...]:
+    """The findings in a reference worker's answer, checked field by field."""
+    if "reference_failed" in answer:
+        return (TaskFinding("reference_error", str(answer["reference_failed"])),)
+    raw = answer.get("findings")
+    unreadable = (TaskFinding("reference_error", "the reference worker sent an unreadable answer"),)
+    if not isinstance(raw, list):
+        return unreadable
+    findings = []
+    for item in raw:
+        if not (
+            isinstance(item, dict)
+            and item.get("code") in FINDING_CODES
+            and isinstance(item.get("message"), str)
+            and (item.get("output") is None or type(item.get("output")) is int)
+        ):
+            return unreadable
+        findings.append(TaskFinding(item["code"], item["message"], item.get("output")))
+    return tuple(findings)
