@@ -112,3 +112,51 @@ def test_documented_gpu_formats_pass_and_are_counted():
     with Sandbox(unchecked) as sb:
         result = sb.evaluate(relu, decoy)
     assert result.status == "rejected" and "no_custom_kernel" in result.flags
+
+
+def test_outputs_stay_on_the_device_and_get_the_same_verdicts():
+    """Trial outputs go to the reference worker through the slot's device buffer (CUDA IPC);
+    verdicts and errors are those of the host path."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    honest = relu.solutions["cuda"]
+    wrong = OUT_OF_BOUNDS.replace("out[i + (1ll << 40)] = x[i];", "if (i < n) out[i] = x[i];")
+    verdicts = {}
+    for on_device in (True, False):
+        config = SandboxConfig(
+            backend="cuda", workers=1, time_compile=False, device_exchange=on_device
+        )
+        with Sandbox(config) as sb:
+            ok, bad = sb.evaluate(relu, honest), sb.evaluate(relu, wrong)
+        via = ok.extra["outputs_via"]
+        assert (via["device"] > 0) == on_device and (via["host"] > 0) != on_device, via
+        verdicts[on_device] = (ok.status, ok.max_abs_error, bad.status, bad.max_abs_error)
+    assert verdicts[True] == verdicts[False]
+    assert verdicts[True][0] == "ok" and verdicts[True][2] == "incorrect"
+
+
+def test_candidates_sharing_an_extension_name_each_run_their_own_on_cuda():
+    """load_inline and work-directory candidates with one extension name and other code, in
+    both orders, in one worker: each gets the verdict of its own code."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from cuda_agent.kernel_sandbox import Deadlines
+    from cuda_agent.kernel_sandbox.candidates import EXAMPLES, read_candidate
+
+    def zero_out(text: str) -> str:
+        return text.replace("x[i] > 0.f ? x[i] : 0.f", "0.f")
+
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    inline = (EXAMPLES / "load_inline_cuda.py").read_text()
+    files = read_candidate(EXAMPLES / "workdir_cuda")
+    assert isinstance(files, dict)
+    zero_files = {k: zero_out(v) for k, v in files.items()}
+    assert zero_out(inline) != inline and zero_files != files
+    config = SandboxConfig(
+        backend="cuda", workers=1, time_compile=False, deadlines=Deadlines(load=600.0)
+    )
+    with Sandbox(config) as sb:
+        candidates = (zero_out(inline), inline, zero_out(inline), files, zero_files, files)
+        verdicts = [sb.evaluate(relu, c, measure_time=False).status for c in candidates]
+    assert verdicts == ["incorrect", "ok", "incorrect", "ok", "incorrect", "ok"], verdicts

@@ -157,8 +157,58 @@ def test_candidates_cannot_write_outside_their_directory(unchecked, relu, tmp_pa
         pytest.skip("this kernel has no Landlock")
     assert result.status == "runtime_error" and "Permission" in result.message
     assert not target.exists()
-    # Its own directory stays writable (compilers and temporary files need it).
-    scratch = _candidate(
-        "tempfile.NamedTemporaryFile().write(b'x')\n" + HONEST, "import tempfile\n"
-    )
+    # Its own directory stays writable (compilers and temporary files need it). (Written at
+    # import: file work in every forward would be host time outside the kernels.)
+    scratch = _candidate(HONEST, "import tempfile\ntempfile.NamedTemporaryFile().write(b'x')\n")
     assert unchecked.evaluate(relu, scratch).status == "ok"
+
+
+# ------------------------------------------------------------------------------- decoy kernels
+def test_compute_outside_the_launched_kernels_is_rejected(unchecked, relu):
+    # A kernel launched for show while another library computes: caught at run time by the
+    # forward's CPU time outside its kernels, with the static checks off. The same forward
+    # with the work in the kernel is ok, and its report shows where the time went.
+    show = "touch = cpu_kernel('void touch(float* out, long n) { out[0] = 0.f; }', 'touch')\n"
+    decoy = _candidate(
+        "scratch = torch.empty(1)\ntouch(scratch, 1)\n"
+        "return torch.from_numpy(numpy.maximum(x.numpy(), 0))",
+        prelude="import numpy\n" + show,
+    )
+    result = unchecked.evaluate(relu, decoy)
+    assert result.status == "rejected" and "compute_outside_kernels" in result.flags
+    assert "outside its kernels" in result.message
+    honest = unchecked.evaluate(relu, _candidate(HONEST))
+    assert honest.status == "ok", honest.message
+    split = honest.extra["host_time_split"]
+    assert split["kernels_s"] > 0 and split["calls"] >= 2
+    assert split["outside_s"] < split["total_s"]
+
+
+def test_kernel_names_are_read_from_demangled_profiler_names():
+    from cuda_agent.kernel_sandbox._decoys import base_name, classify
+
+    assert base_name("void relu_kernel<float, 4>(float const*, float*, long)") == "relu_kernel"
+    assert base_name("relu_kernel") == "relu_kernel"
+    assert base_name("void at::native::(anonymous namespace)::fill<float>(float*)") == "fill"
+    own = {"relu_kernel", "touch"}
+    assert classify("void relu_kernel<float>(float const*, float*, int)", own) == "own"
+    kernel = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>()"
+    assert classify(kernel, own) == "torch"
+    assert classify("Memcpy DtoD (Device -> Device)", own) == "torch"
+    assert classify("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", own) == "library"
+    assert classify("cupy_maximum__float32_int64_float32", own) == "foreign"
+    assert classify("triton_poi_fused_relu_0", own) == "foreign"
+
+
+def test_device_verdict_judges_foreign_time_and_allowed_libraries():
+    from cuda_agent.kernel_sandbox._decoys import device_verdict
+
+    mostly_own = {"own": 0.9, "torch": 0.05, "library": 0.0, "foreign": 0.05, "other_kernels": []}
+    assert device_verdict(mostly_own, library_allowed=False) == ""
+    foreign = {"own": 0.01, "torch": 0.0, "library": 0.0, "foreign": 0.99,
+               "other_kernels": ["cupy_maximum"]}  # fmt: skip
+    assert "cupy_maximum" in device_verdict(foreign, library_allowed=False)
+    gemm = {"own": 0.3, "torch": 0.0, "library": 0.7, "foreign": 0.0, "other_kernels": ["gemm"]}
+    assert device_verdict(gemm, library_allowed=False)
+    assert device_verdict(gemm, library_allowed=True) == ""
+    assert device_verdict(None, library_allowed=False) == ""

@@ -3,7 +3,7 @@
 Everything here may execute hostile candidate code; it runs only in candidate worker processes
 (``_worker.py``). Candidate failures become result dictionaries, never exceptions. The expected
 outputs are never computed here: each trial's outputs go to the reference worker through the
-parent (``Check``), which answers with the verdict.
+parent (``Ask``), which answers with the verdict.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from . import _extension_hooks, _runtime_checks, _task_runtime, launch
+from . import _decoys, _extension_hooks, _runtime_checks, _task_runtime, launch
 from ._task_runtime import TaskFailure
 from ._timing import time_interleaved
-from ._trials import Check, Trials
+from ._trials import Ask, Trials
 from ._verdict import Verdict, reference_failed, trim
 from .candidates import kernel_sources
 from .errors import CompileError
@@ -28,7 +28,7 @@ from .errors import CompileError
 Phase = Callable[[str], None]
 
 
-def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check) -> dict[str, Any]:
+def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, Any]:
     """Evaluate ``job['candidate']`` against ``job['task']``; return EvalResult fields.
 
     ``job['checks']`` is the parent's plan (``_jobs.plan_checks``): for each check a stage
@@ -42,6 +42,8 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
     seconds: dict[str, float] = {}  # where the job's time went (EvalResult.extra["seconds"])
     seconds_extra: dict[str, Any] = {}  # other extra findings of the job
     trial: Trials | None = None
+    if device.type == "cuda" and torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats(device)
     try:
         enter_phase("load")
         try:
@@ -56,7 +58,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         _extension_hooks.count_triton_launches()
         result["build_seconds"] = time.perf_counter() - t0
         reference, model_new = _build_models(task, candidate, device, cfg["seed"])
-        trial = Trials(task, model_new, device, cfg, job["exchange"], check, threads_at_load)
+        trial = Trials(task, model_new, device, cfg, job["exchange"], ask, threads_at_load)
         seconds["load"] = time.perf_counter() - t0
 
         enter_phase("correctness")
@@ -78,14 +80,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         for index, step in enumerate(plan):
             if step["stage"] == "config":
                 _check_config(task, candidate, trial, index, step)
-        if cfg["runtime_checks"] and device.type == "cuda":
-            # Reported, not judged: how much of the device time the candidate's own kernels
-            # take (the rest is PyTorch's or a library's).
+        if cfg["runtime_checks"] and cfg["require_custom_kernel"]:
             t_profile = time.perf_counter()
-            share = _runtime_checks.custom_kernel_share(
-                lambda: model_new(*inputs), device, launch.kernel_names()
-            )
-            seconds_extra["custom_kernel_share"] = share
+            _judge_decoys(trial, model_new, inputs, cfg, seconds_extra)
             seconds["profile"] = time.perf_counter() - t_profile
 
         if cfg.get("measure_time", True):
@@ -110,6 +107,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, check: Check
         result.update(verdict.extra)
     if trial is not None:
         seconds.update(trial.seconds)
+        seconds_extra["outputs_via"] = trial.outputs_via
+    if device.type == "cuda" and torch.cuda.is_available():
+        seconds_extra["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(device)
     extra = result.get("extra")
     result["extra"] = {
         **(extra if isinstance(extra, dict) else {}),
@@ -229,6 +229,24 @@ def _check_config(task, candidate, trial: Trials, index: int, step: dict[str, An
         raise reference_failed(exc) from None
     finally:
         _task_runtime.override_sizes(task, saved)
+
+
+def _judge_decoys(trial: Trials, model_new, inputs, cfg, extra: dict[str, Any]) -> None:
+    """A kernel launched for show while the answer is computed elsewhere (``_decoys``): on a
+    GPU, by kernels that are not its own; on either backend, on the host."""
+    if trial.device.type == "cuda":
+        shares = _decoys.device_time_shares(
+            lambda: model_new(*inputs), trial.device, launch.kernel_names()
+        )
+        extra["device_time_shares"] = shares
+        allowed = bool(cfg.get("allowed_torch_ops"))
+        message = _decoys.device_verdict(shares, library_allowed=allowed)
+        if message:
+            raise Verdict("rejected", message, flags=["foreign_kernels"])
+    report, message = _decoys.host_verdict(trial.host_splits)
+    extra["host_time_split"] = report
+    if message:
+        raise Verdict("rejected", message, flags=["compute_outside_kernels"])
 
 
 # ----------------------------------------------------------------------------------- timing

@@ -88,8 +88,8 @@ def create(capacity: int) -> int:
     return fd
 
 
-def write_outputs(fd: int, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
-    """Write ``outputs`` back to back into the exchange file; return their descriptions."""
+def describe(outputs: list[torch.Tensor]) -> tuple[list[dict[str, Any]], int]:
+    """The layout of ``outputs`` laid back to back (64-byte aligned), and the bytes it takes."""
     meta: list[dict[str, Any]] = []
     offset = 0
     for out in outputs:
@@ -107,7 +107,12 @@ def write_outputs(fd: int, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
             }
         )
         offset += -(-nbytes // 64) * 64  # 64-byte aligned
-    total = offset
+    return meta, offset
+
+
+def write_outputs(fd: int, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """Write ``outputs`` back to back into the exchange file; return their descriptions."""
+    meta, total = describe(outputs)
     try:
         size = os.fstat(fd).st_size
     except OSError as exc:
@@ -141,6 +146,8 @@ def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]
     """Tensors described by ``meta`` (sent by an untrusted process), copied out of the file."""
     if not isinstance(meta, list):
         raise ExchangeError("damaged output description")
+    if meta and all(isinstance(m, dict) and m.get("where") == "device" for m in meta):
+        return _read_device(meta, device)
     try:
         size = os.fstat(fd).st_size
     except OSError as exc:
@@ -175,6 +182,32 @@ def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]
             tensors.append(_copy_out(raw, dtype, shape, device))
             del raw
         return tensors
+
+
+def _read_device(meta: list[Any], device: torch.device) -> list[torch.Tensor]:
+    """Views of the reference worker's device buffer, where the candidate wrote its outputs
+    (``_device_exchange``); validated like the host path's descriptions."""
+    from . import _device_exchange
+
+    tokens = {m.get("token") for m in meta}
+    try:
+        view = _device_exchange.owned_view(tokens.pop() if len(tokens) == 1 else None)
+    except _device_exchange.DeviceExchangeError as exc:
+        raise ExchangeError(str(exc)) from None
+    size = view.numel()
+    tensors = []
+    for i, m in enumerate(meta):
+        dtype, shape, offset = _checked(m, size)
+        if m["device"] != str(device):
+            raise ExchangeError(f"output {i} is on {m['device']}, expected {device}")
+        count = 1
+        for s in shape:
+            count *= s
+        nbytes = count * dtype.itemsize
+        if offset % 64 or offset + nbytes > size:
+            raise ExchangeError("the device buffer is shorter than its description")
+        tensors.append(view[offset : offset + nbytes].view(dtype).reshape(shape))
+    return tensors
 
 
 def _copy_out(raw: torch.Tensor, dtype: torch.dtype, shape: list[int], device: torch.device):

@@ -17,9 +17,12 @@ installs these hooks before importing a candidate:
   (``PYBIND11_MODULE(fast_matmul, m)``) is rewritten to ``TORCH_EXTENSION_NAME``.
 - **Compiler errors as compile errors.** A failed build becomes a ``CompileError`` whose text
   is trimmed to ``file:line: error: message`` lines, not the harness's traceback.
-- **Counted calls.** Every call of a function of such an extension counts as a custom-kernel
-  launch, exactly like a ``cpu_kernel`` / ``cuda_kernel`` call: a candidate that builds an
-  extension but computes with PyTorch is still caught by the no-custom-kernel check.
+- **Counted, timed calls.** Every call of a function of such an extension counts as a
+  custom-kernel launch, exactly like a ``cpu_kernel`` / ``cuda_kernel`` call: a candidate that
+  builds an extension but computes with PyTorch is still caught by the no-custom-kernel check.
+  The CPU time inside those calls is summed (``launch.kernel_seconds``), and the identifiers of
+  the sources are kept as the names the candidate's own kernels may have
+  (``launch.kernel_names``): the decoy checks (``_decoys``) compare both with what ran.
 """
 
 from __future__ import annotations
@@ -55,8 +58,7 @@ class _CountingExtension:
 
             @functools.wraps(value)
             def counted(*args: Any, **kwargs: Any) -> Any:
-                launch._count_launch()
-                return value(*args, **kwargs)
+                return launch._timed(value, *args, **kwargs)
 
             # Cached on the proxy: later look-ups (every forward call) skip __getattr__.
             self.__dict__[name] = counted
@@ -146,6 +148,7 @@ def _cached_loader(kind: str, original: Any) -> Any:
         name = re.sub(r"[^A-Za-z0-9_]", "_", given)[:40]
         directory = cache_dir("extensions") / f"{name}-{key}"
         unique = f"{name}_{key}"
+        launch._register_sources(*_source_texts(kind, arguments))
         with _exclusive(directory):
             _own_module_name(kind, arguments, given, unique, directory)
             # torch renames an extension rebuilt under a known name (name_v1, ...) and would
@@ -165,6 +168,21 @@ def _cached_loader(kind: str, original: Any) -> Any:
     loader._cuda_agent_hooked = True  # type: ignore[attr-defined]
     functools.update_wrapper(loader, original)
     return loader
+
+
+def _source_texts(kind: str, arguments: dict[str, Any]) -> list[str]:
+    """The C++ / CUDA text an extension is built from (its kernels' names are in it)."""
+    if kind == "load_inline":
+        texts = []
+        for field in ("cpp_sources", "cuda_sources"):
+            value = arguments.get(field)
+            items = [value] if isinstance(value, str) else list(value or [])
+            texts += [v for v in items if isinstance(v, str)]
+        return texts
+    sources = arguments.get("sources")
+    paths = [Path(p) for p in ([sources] if isinstance(sources, str) else list(sources or []))]
+    paths += [h for folder in {p.parent for p in paths} for h in _headers(folder)]
+    return [p.read_text(errors="replace") for p in paths if p.is_file()]
 
 
 def _spelled_binding(name: str) -> re.Pattern[str]:
@@ -219,9 +237,11 @@ def count_triton_launches() -> None:
     original = jit_function.run
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs.get("warmup"):
-            launch._count_launch()
-        return original(self, *args, **kwargs)
+        if kwargs.get("warmup"):
+            return original(self, *args, **kwargs)
+        name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "")
+        launch._kernel_names.add(str(name))
+        return launch._timed(original, self, *args, **kwargs)
 
     run._cuda_agent_hooked = True  # type: ignore[attr-defined]
     functools.update_wrapper(run, original)

@@ -115,6 +115,8 @@ class Broker:
     seconds: float = 0.0  # spent waiting for the reference worker
 
     def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
+        if message.get("type") == "buffer":
+            return self._device_buffer(message)
         plan = self.job["checks"]
         index = message.get("index")
         if type(index) is not int or not 0 <= index < len(plan) or index in self.record:
@@ -146,6 +148,19 @@ class Broker:
         self.seconds += time.perf_counter() - started
         self.record[index] = answer
         return answer
+
+    def _device_buffer(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A candidate worker's request for the slot's device buffer (``_device_exchange``):
+        the reference worker's answer, or an error (the outputs then take the host path)."""
+        request = {
+            "kind": "device_buffer",
+            "bytes": message.get("bytes"),
+            "limit": self.job["config"]["max_output_tensor_bytes"],
+        }
+        try:
+            return self.reference.run(request)
+        except WorkerDied as death:
+            return {"error": f"the reference worker failed: {death.reason}"}
 
 
 def compose(raw: dict[str, Any], broker: Broker, task: Task, backend: str) -> EvalResult:

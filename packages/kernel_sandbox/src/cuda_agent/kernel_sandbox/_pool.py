@@ -32,7 +32,7 @@ class WorkerDied(Exception):
 
 _PHASES = ("load", "correctness", "timing")
 Role = Literal["candidate", "reference", "compile"]
-# A candidate worker's mid-job request (a "check" message) -> the answer to send back.
+# A candidate worker's mid-job request (a "check" or "buffer" message) -> the answer to send.
 OnCheck = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -167,7 +167,7 @@ class Worker:
                     self.kill()
                     raise WorkerDied(f"worker announced an unknown phase {phase[:40]!r}")
                 deadline = time.monotonic() + getattr(deadlines, phase)
-            elif message.get("type") == "check" and on_check is not None:
+            elif message.get("type") in ("check", "buffer") and on_check is not None:
                 started = time.monotonic()
                 answer = on_check(message)
                 deadline += time.monotonic() - started

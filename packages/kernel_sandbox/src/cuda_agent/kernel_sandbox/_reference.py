@@ -34,6 +34,9 @@ def _model(request: dict[str, Any], home: Path) -> tuple[types.ModuleType, torch
     if key in _MODELS:
         _MODELS.move_to_end(key)
         return _MODELS[key]
+    if request["device"].startswith("cuda"):  # a new task's weights: the others' go first
+        for other in [k for k in _MODELS if json.loads(k)[0] != request["task_digest"]]:
+            del _MODELS[other]
     task = _task_runtime.load_task(request["task"], home / f"reference_{len(_MODELS)}.py")
     _task_runtime.override_sizes(task, request["sizes"])
     model, _ = _task_runtime.build_reference(
@@ -64,11 +67,33 @@ def _full_float32() -> Iterator[None]:
 
 def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torch.Tensor]]:
     """(input fingerprint, expected outputs) of one trial, computed once per worker and kept:
-    every candidate for a task is checked on the same seeds. Raises ``TaskFailure``."""
+    every candidate for a task is checked on the same seeds. On a GPU, a new task's outputs
+    replace the previous task's, and an out-of-memory error is retried once with every cache
+    freed. Raises ``TaskFailure``."""
+    try:
+        return _expected_once(request, home)
+    except _task_runtime.TaskFailure as exc:
+        if not request["device"].startswith("cuda") or "out of memory" not in str(exc):
+            raise
+    release_caches()
+    return _expected_once(request, home)
+
+
+def release_caches() -> None:
+    """Drop the cached expected outputs and models, and return the allocator's reserve."""
+    if _EXPECTED is not None:
+        _EXPECTED.clear()
+    _MODELS.clear()
+    _task_runtime.release_gpu_memory()
+
+
+def _expected_once(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torch.Tensor]]:
     global _EXPECTED
     device = torch.device(request["device"])
     if _EXPECTED is None:
         _EXPECTED = _task_runtime.BoundedCache(_task_runtime.cache_budget(device))
+    if device.type == "cuda":
+        _EXPECTED.keep_group(request["task_digest"])
     key = _EXPECTED.key(
         request["task_digest"],
         request["sizes"],
@@ -98,7 +123,7 @@ def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torc
             "the reference forward returned neither a tensor nor a tuple"
         )
     entry = (_compare.fingerprint(inputs), [w.detach() for w in want])
-    _EXPECTED.put(key, entry)
+    _EXPECTED.put(key, entry, group=request["task_digest"])
     return entry
 
 
@@ -123,7 +148,17 @@ def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
     passed, max_abs, max_rel, message = _compare.compare(
         got, want, request["atol"], request["rtol"], request.get("dtype_tolerances")
     )
+    del got
+    if device.type == "cuda":
+        _trim_reserve(device)
     return _verdict(passed, max_abs, max_rel, message)
+
+
+def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:
+    """Return the allocator's reserve to the GPU when it holds more than ``slack`` bytes
+    unused: the candidate worker beside this one allocates from the same GPU."""
+    if torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > slack:
+        torch.cuda.empty_cache()
 
 
 def _verdict(passed: bool, max_abs: float, max_rel: float, message: str) -> dict[str, Any]:
@@ -165,6 +200,9 @@ def baseline(request: dict[str, Any], home: Path) -> dict[str, Any]:
         )
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        if device.type == "cuda":
+            _task_runtime.release_gpu_memory()
     return {
         "eager_ms": eager.median_ms,
         "eager_spread_ms": eager.spread_ms,

@@ -8,6 +8,7 @@ dispatcher), tensor subclasses returned as outputs, threads left running.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -115,10 +116,17 @@ class OpRecorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: set[str] = set()
+        self.seconds = 0.0  # CPU time of this thread inside the operators
+        self.calls = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        started = time.thread_time()
+        self.calls += 1
         self.ops.add(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.seconds += time.thread_time() - started
 
 
 def forbidden_ops(recorded: Iterable[str], allowed: frozenset[str]) -> list[str]:
@@ -144,47 +152,3 @@ def output_problem(outputs: list[torch.Tensor]) -> str:
 
 def python_threads() -> int:
     return threading.active_count()
-
-
-# Kernel names that are PyTorch's, cuBLAS's or cuDNN's own (substrings).
-_LIBRARY_KERNELS = (
-    "at::",
-    "at_cuda_detail",
-    "native::",
-    "cutlass",
-    "cublas",
-    "cudnn",
-    "gemm",
-    "xmma",
-    "sm90_",
-    "sm80_",
-    "elementwise_kernel",
-    "reduce_kernel",
-    "triton_",  # kernels torch.compile generates
-)
-
-
-def custom_kernel_share(call: Any, device: torch.device, known: Iterable[str]) -> float | None:
-    """Share of the device time of one ``call()`` spent in kernels that are not PyTorch's or a
-    library's (the candidate's own), from the profiler; None when it cannot be measured."""
-    from torch.profiler import ProfilerActivity, profile
-
-    known = set(known)
-    try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
-            call()
-            torch.cuda.synchronize(device)
-        total = custom = 0.0
-        for event in prof.key_averages():
-            spent = float(
-                getattr(event, "device_time_total", 0) or getattr(event, "cuda_time_total", 0) or 0
-            )
-            if spent <= 0:
-                continue
-            total += spent
-            name = event.key
-            if name in known or not any(lib in name for lib in _LIBRARY_KERNELS):
-                custom += spent
-    except Exception:
-        return None
-    return custom / total if total > 0 else None

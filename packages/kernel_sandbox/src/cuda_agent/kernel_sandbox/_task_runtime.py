@@ -6,6 +6,7 @@ same model and draw the same inputs from the same seed.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import sys
@@ -142,7 +143,23 @@ class BoundedCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._groups: dict[str, str] = {}  # key -> group (the task it belongs to)
         self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._groups.clear()
+        self._bytes = 0
+
+    def keep_group(self, group: str) -> None:
+        """Drop every entry of another group (on a GPU: the previous task's tensors go before
+        a new task's are drawn)."""
+        for key in [k for k, g in self._groups.items() if g != group]:
+            self._bytes -= self._items.pop(key)[1]
+            del self._groups[key]
 
     @staticmethod
     def key(*parts: Any) -> str:
@@ -154,19 +171,38 @@ class BoundedCache:
         self._items.move_to_end(key)
         return self._items[key][0]
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, group: str = "") -> None:
         size = tensor_bytes(value)
         if size > self.max_bytes:
             return
         if key in self._items:
             self._bytes -= self._items.pop(key)[1]
         self._items[key] = (value, size)
+        self._groups[key] = group
         self._bytes += size
         while self._bytes > self.max_bytes:
-            _, (_, freed) = self._items.popitem(last=False)
+            evicted, (_, freed) = self._items.popitem(last=False)
+            self._groups.pop(evicted, None)
             self._bytes -= freed
 
 
 def cache_budget(device: torch.device) -> int:
-    """Bytes a worker may keep cached: 4 GiB of GPU memory, 512 MiB of host memory."""
-    return (4 << 30) if device.type == "cuda" else (512 << 20)
+    """Bytes a worker may keep cached: on a GPU 4 GiB or a twentieth of its memory, whichever
+    is less; 512 MiB of host memory."""
+    if device.type != "cuda":
+        return 512 << 20
+    total = torch.cuda.get_device_properties(device).total_memory
+    return min(4 << 30, total // 20)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A CUDA out-of-memory error, from PyTorch's allocator or from an extension."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc)
+
+
+def release_gpu_memory() -> None:
+    """Give the blocks PyTorch's allocator keeps in reserve back to the GPU (the other worker
+    of the slot, and the next task, may need them)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()

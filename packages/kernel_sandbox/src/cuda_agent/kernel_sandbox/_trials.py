@@ -10,12 +10,21 @@ from typing import Any
 
 import torch
 
-from . import _compare, _exchange, _runtime_checks, _task_runtime
+from . import (
+    _compare,
+    _decoys,
+    _device_exchange,
+    _exchange,
+    _runtime_checks,
+    _task_runtime,
+    launch,
+)
 from ._task_runtime import TaskFailure
 from ._verdict import Verdict, reference_failed, trim
 
-# (index of the planned check, output descriptions, input fingerprint) -> the parent's answer
-Check = Callable[[int, list[dict[str, Any]], list[Any]], dict[str, Any]]
+# A message to the parent ("check": a trial's outputs to judge; "buffer": the device buffer
+# to write them to) -> the parent's answer.
+Ask = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @contextlib.contextmanager
@@ -40,18 +49,65 @@ def poisoned_allocations() -> Iterator[None]:
 _INPUTS: _task_runtime.BoundedCache | None = None
 
 
+def free_cached_inputs() -> None:
+    """Drop the worker's cached inputs and return the allocator's reserve to the GPU."""
+    if _INPUTS is not None:
+        _INPUTS.clear()
+    _task_runtime.release_gpu_memory()
+
+
+class _OutOfMemory(Exception):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class Trials:
     """Runs the candidate on one planned check's inputs and asks the parent for the verdict."""
 
+    on_device: bool  # trial outputs go to the slot's device buffer
+    buffer_asked: bool  # that buffer was asked for in this job
+
     def forward(self, inputs: list[Any]) -> Any:
+        """One candidate call (see ``_forward``); on a GPU out-of-memory error, once more after
+        the worker's caches are freed. Only a problem that does not fit even then is the
+        candidate's ``runtime_error``."""
+        try:
+            return self._forward(inputs)
+        except _OutOfMemory:
+            free_cached_inputs()
+        try:
+            return self._forward(inputs)
+        except _OutOfMemory as oom:
+            raise Verdict(
+                "runtime_error",
+                "ModelNew.forward ran out of GPU memory, also after the sandbox freed its "
+                "caches (the problem with the candidate's allocations does not fit):\n"
+                + trim(oom.error),
+            ) from None
+
+    def _forward(self, inputs: list[Any]) -> Any:
         """One candidate call on poisoned allocations, recording the PyTorch operators it ran."""
         recorder = _runtime_checks.OpRecorder() if self.checks else contextlib.nullcontext()
         try:
             with torch.no_grad(), poisoned_allocations(), recorder:
+                launches, in_kernels = launch.launch_count(), launch.kernel_seconds()
+                started = time.thread_time()
                 output = self.model_new(*inputs)
+                total = time.thread_time() - started
+            if isinstance(recorder, _runtime_checks.OpRecorder):
+                split = _decoys.HostSplit(
+                    total,
+                    kernels=launch.kernel_seconds() - in_kernels,
+                    ops=recorder.seconds,
+                    calls=recorder.calls + launch.launch_count() - launches,
+                )
+                self.host_splits.append(split)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
+            if self.device.type == "cuda" and _task_runtime.is_out_of_memory(exc):
+                raise _OutOfMemory(exc) from None
             raise Verdict("runtime_error", "ModelNew.forward failed:\n" + trim(exc)) from None
         if self.checks and _runtime_checks.python_threads() > self.threads_at_load:
             raise Verdict(
@@ -83,38 +139,72 @@ class Trials:
                 flags=["nondeterministic"],
             )
 
+    def send_outputs(self, outputs: list[torch.Tensor]) -> list[dict[str, Any]]:
+        """Write a trial's outputs where the reference worker reads them: the slot's device
+        buffer when they are all on this GPU and fit, else the host exchange file."""
+        meta, total = _exchange.describe(outputs)
+        if self.on_device and total and all(o.device == self.device for o in outputs):
+            if not self.buffer_asked or total > _device_exchange.capacity():
+                self.buffer_asked = True
+                answer = self.ask({"type": "buffer", "bytes": total})
+                if not _device_exchange.attach(answer, self.device):
+                    _device_exchange.detach()
+            if total <= _device_exchange.capacity():
+                self.outputs_via["device"] += 1
+                return _device_exchange.write(outputs, meta)
+        self.outputs_via["host"] += 1
+        return _exchange.write_outputs(self.exchange, outputs)
+
     def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
         """(pristine inputs, fingerprint) for a check, drawn once per worker and kept: every
         candidate for a task is checked on the same seeds. The candidate gets clones."""
         global _INPUTS
         if _INPUTS is None:
             _INPUTS = _task_runtime.BoundedCache(_task_runtime.cache_budget(self.device))
+        digest = self.cfg["task_digest"]
+        if self.device.type == "cuda":
+            _INPUTS.keep_group(digest)
         distribution = step.get("distribution") or self.cfg.get("distribution", "normal")
-        key = _INPUTS.key(
-            self.cfg["task_digest"], step["sizes"], step["seed"], distribution, str(self.device)
-        )
+        key = _INPUTS.key(digest, step["sizes"], step["seed"], distribution, str(self.device))
         found = _INPUTS.get(key)
         if found is None:
-            try:
-                drawn = _task_runtime.draw_inputs(
-                    self.task, self.device, step["seed"], distribution
-                )
-            except TaskFailure as exc:
-                raise reference_failed(exc) from None
+            drawn = self._draw(step["seed"], distribution)
             found = (drawn, _compare.fingerprint(drawn))
-            _INPUTS.put(key, found)
+            _INPUTS.put(key, found, group=digest)
         return found
 
+    def _draw(self, seed: int, distribution: str) -> list[Any]:
+        for attempt in (1, 2):
+            try:
+                return _task_runtime.draw_inputs(self.task, self.device, seed, distribution)
+            except TaskFailure as exc:
+                if self.device.type != "cuda" or "out of memory" not in str(exc):
+                    raise reference_failed(exc) from None
+                if attempt == 2:
+                    raise Verdict(
+                        "runtime_error",
+                        "the task's inputs do not fit in GPU memory beside the candidate's "
+                        f"allocations: {exc}",
+                    ) from None
+                free_cached_inputs()
+        raise AssertionError("unreachable")
+
     def __init__(
-        self, task, model_new, device, cfg, exchange: int, check: Check, threads_at_load: int
+        self, task, model_new, device, cfg, exchange: int, ask: Ask, threads_at_load: int
     ) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
-        self.exchange, self.check = exchange, check
+        self.exchange, self.ask = exchange, ask
+        # On a GPU: ask for the slot's device buffer once per job (the reference worker may
+        # have been restarted since the last one), and again when outputs outgrow it.
+        self.on_device = device.type == "cuda" and bool(cfg.get("device_exchange", True))
+        self.buffer_asked = False
+        self.outputs_via = {"device": 0, "host": 0}  # trials whose outputs went each way
         self.checks = bool(cfg.get("runtime_checks", True))
         self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
         self.first = True
         self.last_inputs: list[Any] | None = None
         self.threads_at_load = threads_at_load  # Python threads before the candidate loaded
+        self.host_splits: list[_decoys.HostSplit] = []  # each checked forward's CPU time
         self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
 
     def _add(self, what: str, since: float) -> float:
@@ -167,11 +257,11 @@ class Trials:
         if problem:
             raise Verdict("rejected", problem, flags=["tensor_subclass"])
         try:
-            meta = _exchange.write_outputs(self.exchange, got)
+            meta = self.send_outputs(got)
         except _exchange.ExchangeError as exc:
             raise Verdict("incorrect", str(exc)) from None
         t = self._add("exchange", t)
-        answer = self.check(index, meta, prints)
+        answer = self.ask({"type": "check", "index": index, "outputs": meta, "inputs": prints})
         self._add("verdicts", t)
         if "reference_failed" in answer:
             raise reference_failed(answer["reference_failed"])

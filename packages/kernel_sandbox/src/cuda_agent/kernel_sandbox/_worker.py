@@ -14,8 +14,10 @@ extensions into the shared cache (``_evaluate.prepare``).
 
 Messages we send: ``{"type": "ready"}``; ``{"type": "phase", "phase": ...}`` when a phase
 with its own deadline starts; ``{"type": "check", "index": i, "outputs": [...], "inputs":
-[...]}`` after a trial, to which the parent answers one ``{"type": "checked", ...}`` line;
-and ``{"type": "result", "result": {...}}``.
+[...]}`` after a trial, and ``{"type": "buffer", "bytes": n}`` before outputs are written to
+the slot's device buffer (``_device_exchange``); the parent answers each with one
+``{"type": "checked", ...}`` line; and ``{"type": "result", "result": {...}}``. A
+*device_buffer* job (reference workers) provides that buffer.
 """
 
 from __future__ import annotations
@@ -101,6 +103,17 @@ def _context_is_poisoned(result: dict[str, Any]) -> bool:
     return False
 
 
+def _release_gpu_memory() -> None:
+    """After a candidate job: what the job allocated goes back to the GPU (its reserve would
+    otherwise be held for the worker's life, and the next task's reference could not get it)."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        from ._task_runtime import release_gpu_memory
+
+        release_gpu_memory()
+
+
 _WARM_KERNEL = r"""
 extern "C" __global__ void cuda_agent_warm_up(float* out, const float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -181,6 +194,7 @@ def main() -> None:
     if runs_candidates:
         signals_confined = _seccomp.install()
     torch.set_num_threads(threads)
+    from ._device_exchange import provide as device_buffer
     from ._evaluate import prepare, run_job
     from ._reference import baseline as reference_baseline
     from ._reference import check as reference_check
@@ -191,6 +205,7 @@ def main() -> None:
         "reference": reference_check,
         "baseline": reference_baseline,
         "validate": trivial_answers,
+        "device_buffer": device_buffer,
     }
 
     _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
@@ -241,19 +256,20 @@ def main() -> None:
                 shutil.rmtree(workdir, ignore_errors=True)
                 continue
 
-            def check(index: int, outputs: list[Any], inputs: list[Any]) -> dict[str, Any]:
-                message = {"type": "check", "index": index, "outputs": outputs, "inputs": inputs}
+            def ask(message: dict[str, Any]) -> dict[str, Any]:
                 _send(channel, message)
                 answer = json.loads(inbox.readline() or "{}")
                 return answer if isinstance(answer, dict) else {}
 
             try:
                 result = run_job(
-                    job, workdir, lambda p: _send(channel, {"type": "phase", "phase": p}), check
+                    job, workdir, lambda p: _send(channel, {"type": "phase", "phase": p}), ask
                 )
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}
             retire = _context_is_poisoned(result)
+            if not retire:
+                _release_gpu_memory()
             _send(channel, {"type": "result", "result": result, "retire": retire})
             os.chdir(home)
             shutil.rmtree(workdir, ignore_errors=True)

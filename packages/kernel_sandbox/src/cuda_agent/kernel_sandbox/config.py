@@ -98,6 +98,9 @@ class SandboxConfig:
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
     # Largest total size of one trial's outputs (they travel to the reference worker).
     max_output_tensor_bytes: int = 16 << 30
+    # CUDA: trial outputs stay on the GPU, in a buffer the reference worker shares with the
+    # candidate worker by CUDA IPC; False sends them through host memory (as on the CPU).
+    device_exchange: bool = True
     # Address space a candidate may add beyond the worker's own (None = 16 GiB on CPU, off on CUDA).
     max_memory_bytes: int | None = None
     isolate_network: bool = True  # a private network namespace per worker, where allowed

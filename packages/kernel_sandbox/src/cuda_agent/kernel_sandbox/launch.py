@@ -31,6 +31,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,16 +81,47 @@ def launch_count() -> int:
 
 
 _kernel_names: set[str] = set()
+# CPU time this thread spent inside launched kernels (on a GPU: in their launch calls).
+_kernel_seconds = 0.0
 
 
 def kernel_names() -> frozenset[str]:
-    """Names of the CUDA kernels built through this module in this process."""
+    """Names the candidate's own kernels may have: those built through this module, the
+    identifiers of the C++ / CUDA sources built through the extension hooks, and the names of
+    the Triton kernels launched, in this process."""
     return frozenset(_kernel_names)
+
+
+def kernel_seconds() -> float:
+    """CPU time of this thread spent inside kernel calls made through this module, the
+    extension hooks or Triton, in seconds (``time.thread_time``)."""
+    return _kernel_seconds
 
 
 def _count_launch() -> None:
     global _launches
     _launches += 1
+
+
+def _timed(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, counted as a launch, its CPU time added to ``kernel_seconds``."""
+    global _kernel_seconds
+    _count_launch()
+    started = time.thread_time()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _kernel_seconds += time.thread_time() - started
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _register_sources(*texts: str) -> None:
+    """Record the identifiers of C++ / CUDA sources the candidate built (its kernels' names
+    are among them)."""
+    for text in texts:
+        _kernel_names.update(_IDENTIFIER.findall(text))
 
 
 def _check_tensor(kernel: str, param: Param, value: Any, device_type: str) -> torch.Tensor:
@@ -147,8 +180,7 @@ class CpuKernel:
                 converted.append(_check_tensor(self.name, param, value, "cpu").data_ptr())
             else:
                 converted.append(_CTYPES[param.kind](value))
-        _count_launch()
-        self._fn(*converted)
+        _timed(self._fn, *converted)
 
 
 def cpu_kernel(
@@ -274,10 +306,10 @@ class CudaKernel:
         gx, gy, gz = _dims(self.name, "grid", grid)
         bx, by, bz = _dims(self.name, "block", block)
         stream = _current_stream(self._device)
-        _count_launch()
         lib = _libcuda()
-        code = lib.cuLaunchKernel(
-            self._function, gx, gy, gz, bx, by, bz, shared_mem, stream, self._arg_block, None
+        code = _timed(
+            lib.cuLaunchKernel,
+            *(self._function, gx, gy, gz, bx, by, bz, shared_mem, stream, self._arg_block, None),
         )
         if code != 0:
             reason = _driver_error(lib, code)

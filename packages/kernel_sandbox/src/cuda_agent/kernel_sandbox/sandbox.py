@@ -230,6 +230,8 @@ class Sandbox:
                 "runtime_checks": cfg.runtime_checks,
                 "allowed_torch_ops": list(cfg.allowed_torch_ops),
                 "reverify_speedup": cfg.reverify_speedup,
+                "device_exchange": cfg.device_exchange,
+                "max_output_tensor_bytes": cfg.max_output_tensor_bytes,
                 "task_digest": task.digest,
                 "distribution": distribution,
                 "measure_time": measure_time,

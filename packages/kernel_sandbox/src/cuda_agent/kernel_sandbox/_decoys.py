@@ -1,0 +1,192 @@
+"""Decoy kernels: a candidate that launches a kernel of its own for show and computes the
+answer somewhere else (NumPy or CuPy, a library called from its extension, plain Python).
+
+The launch counter sees a launch and the operator recorder sees no PyTorch compute, so two
+measurements judge where the work happened. Both run in the candidate worker, on the forwards
+of the correctness checks, and only when custom kernels are required.
+
+**Host time** (both backends). Each checked forward's CPU time on the calling thread
+(``time.thread_time``: time the process spends preempted by others does not count) is split
+into ``kernels`` (inside ``cpu_kernel`` / ``cuda_kernel`` calls, extension functions and Triton
+launches; ``launch.kernel_seconds``), ``ops`` (inside the PyTorch operators a forward may run:
+allocation, views, copies; ``OpRecorder.seconds``) and the rest::
+
+    outside = total - kernels - ops - CALL_ALLOWANCE_S * calls
+
+where ``calls`` counts the operator calls and kernel launches (each costs the interpreter and
+the recorder a few microseconds outside the timed parts: about 7 us per operator and 4 us per
+launch on the 2-core CI machine). With honest kernels ``outside`` is the rest of the
+interpreter's overhead, tens of microseconds; with a library computing, it is the computation. Judged on the forward with the least ``outside``
+(first calls pay one-time costs): rejected when ``outside > OUTSIDE_FLOOR_S`` and
+``outside > OUTSIDE_SHARE * total``.
+
+**Device time** (CUDA). One profiled forward. Each kernel is
+
+- ``own``: its name is an identifier of the sources the candidate built (``load_inline``,
+  ``load``, work directories), a ``cuda_kernel`` or a Triton kernel it launched;
+- ``torch``: PyTorch's own kernels and copies (``at::native::...``, memcpy, memset), which only
+  the operators the recorder allowed can have launched;
+- ``library``: cuBLAS, cuDNN, CUTLASS and the like: the candidate's only when
+  ``SandboxConfig.allowed_torch_ops`` lets it call a library operator;
+- ``foreign``: everything else (CuPy's kernels, kernels ``torch.compile`` generated).
+
+Rejected when foreign kernels (and library ones not allowed) take at least
+``FOREIGN_SHARE`` of the device time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+OUTSIDE_FLOOR_S = 150e-6
+OUTSIDE_SHARE = 0.5
+CALL_ALLOWANCE_S = 3e-6
+FOREIGN_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class HostSplit:
+    """One forward's CPU time on the calling thread, in seconds."""
+
+    total: float
+    kernels: float
+    ops: float
+    calls: int = 0
+
+    @property
+    def outside(self) -> float:
+        # Operators called inside an extension function are timed twice: never below zero.
+        timed = self.kernels + self.ops + CALL_ALLOWANCE_S * self.calls
+        return max(0.0, self.total - timed)
+
+
+def host_verdict(splits: Iterable[HostSplit]) -> tuple[dict[str, float], str]:
+    """(report, message): the forward with the least time outside kernels and operators, and
+    why that is a decoy ("" when it is not)."""
+    splits = list(splits)
+    if not splits:
+        return {}, ""
+    best = min(splits, key=lambda s: s.outside)
+    report = {
+        "total_s": best.total,
+        "kernels_s": best.kernels,
+        "ops_s": best.ops,
+        "calls": best.calls,
+        "outside_s": best.outside,
+    }
+    if best.outside > OUTSIDE_FLOOR_S and best.outside > OUTSIDE_SHARE * best.total:
+        share = best.outside / best.total
+        return report, (
+            f"ModelNew.forward spent {best.outside * 1e3:.2f} ms ({share:.0%} of its time) "
+            "outside its kernels and PyTorch's allocation and copy operators: the answer must "
+            "be computed in the kernels it launches, not by another library or in Python"
+        )
+    return report, ""
+
+
+# ------------------------------------------------------------------------------ device time
+_COPIES = ("Memcpy", "Memset")
+_TORCH = ("at::", "at_cuda_detail", "c10::", "native::")
+_LIBRARY = (
+    "cublas",
+    "cudnn",
+    "cutlass",
+    "cutensor",
+    "cufft",
+    "cusparse",
+    "gemm",
+    "gemv",
+    "xmma",
+    "nvjet",
+    "magma",
+    "sm80_",
+    "sm90_",
+    "sm100_",
+    "ampere_",
+    "hopper_",
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TEMPLATE = re.compile(r"<[^<>]*>")
+
+
+def base_name(kernel: str) -> str:
+    """The function name in a (demangled) kernel name: ``void ns::relu<float>(float*, int)``
+    gives ``relu``."""
+    text = kernel.replace("(anonymous namespace)", "anonymous")
+    while True:
+        shorter = _TEMPLATE.sub("", text)
+        if shorter == text:
+            break
+        text = shorter
+    words = _IDENTIFIER.findall(text.split("(")[0])
+    return words[-1] if words else ""
+
+
+def classify(kernel: str, own: frozenset[str] | set[str]) -> str:
+    """``own``, ``torch``, ``library`` or ``foreign`` (see the module docstring)."""
+    if kernel.startswith(_COPIES):
+        return "torch"
+    if base_name(kernel) in own:
+        return "own"
+    if any(mark in kernel for mark in _TORCH):
+        return "torch"
+    lowered = kernel.lower()
+    if any(mark in lowered for mark in _LIBRARY):
+        return "library"
+    return "foreign"
+
+
+def device_time_shares(
+    call: Callable[[], Any], device: torch.device, own: Iterable[str]
+) -> dict[str, Any] | None:
+    """Shares of one ``call()``'s device time by kind of kernel, and the foreign kernels that
+    took the most; None when the profiler cannot measure it."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    names = frozenset(own)
+    spent: dict[str, float] = {"own": 0.0, "torch": 0.0, "library": 0.0, "foreign": 0.0}
+    others: dict[str, float] = {}
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+            call()
+            torch.cuda.synchronize(device)
+        for event in prof.events():
+            if getattr(event, "device_type", None) != DeviceType.CUDA:
+                continue
+            duration = float(event.device_time_total or 0)
+            if duration <= 0:
+                continue
+            kind = classify(event.key, names)
+            spent[kind] += duration
+            if kind in ("library", "foreign"):
+                others[event.key] = others.get(event.key, 0.0) + duration
+    except Exception:
+        return None
+    total = sum(spent.values())
+    if total <= 0:
+        return None
+    shares: dict[str, Any] = {kind: value / total for kind, value in spent.items()}
+    shares["device_us"] = total
+    shares["other_kernels"] = [k[:120] for k in sorted(others, key=others.__getitem__)[::-1][:3]]
+    return shares
+
+
+def device_verdict(shares: dict[str, Any] | None, library_allowed: bool) -> str:
+    """Why the profiled forward is a decoy ("" when it is not, or was not measured)."""
+    if not shares:
+        return ""
+    foreign = shares["foreign"] + (0.0 if library_allowed else shares["library"])
+    if foreign < FOREIGN_SHARE:
+        return ""
+    names = ", ".join(shares["other_kernels"]) or "unnamed kernels"
+    return (
+        f"{foreign:.0%} of ModelNew.forward's device time was spent in kernels that did not "
+        f"come from its own sources ({names}): the answer must be computed by the kernels it "
+        "builds, not by another library"
+    )

@@ -1,0 +1,113 @@
+"""What the workers keep between jobs: caches bounded by bytes, a task's entries dropped when
+another task's arrive (on a GPU), and out-of-memory errors retried after freeing them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, task_from_source
+from cuda_agent.kernel_sandbox._task_runtime import BoundedCache, cache_budget
+
+
+def _tensor(nbytes: int) -> torch.Tensor:
+    return torch.zeros(nbytes // 4)
+
+
+def test_the_cache_is_bounded_by_tensor_bytes_and_evicts_least_recently_used():
+    cache = BoundedCache(max_bytes=1000)
+    cache.put("a", [_tensor(400)], group="t1")
+    cache.put("b", [_tensor(400)], group="t1")
+    assert cache.get("a") is not None  # "a" is now the most recently used
+    cache.put("c", [_tensor(400)], group="t1")
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    cache.put("huge", [_tensor(4000)], group="t1")  # larger than the whole budget: not kept
+    assert cache.get("huge") is None and len(cache) == 2
+
+
+def test_a_new_task_drops_the_previous_tasks_entries():
+    cache = BoundedCache(max_bytes=10_000)
+    cache.put("a", [_tensor(400)], group="t1")
+    cache.put("b", [_tensor(400)], group="t2")
+    cache.keep_group("t2")
+    assert cache.get("a") is None and cache.get("b") is not None
+    cache.put("c", [_tensor(8000)], group="t2")  # the dropped bytes are no longer counted
+    assert cache.get("b") is not None and cache.get("c") is not None
+    cache.clear()
+    assert len(cache) == 0
+
+
+def test_host_caches_take_a_fixed_budget():
+    assert cache_budget(torch.device("cpu")) == 512 << 20
+
+
+BIG_TASK = """
+import torch
+from torch import nn
+
+N = {n}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * {scale}
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+SCALE_CANDIDATE = """
+import torch
+from torch import nn
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+scale = cuda_kernel(r'''
+extern "C" __global__ void scale(float* out, const float* x, float s, long long n) {{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * s;
+}}''', "scale")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        scale(grid=((n + 255) // 256,), block=(256,), args=(out, x, {scale}, n))
+        return out
+"""
+
+
+@pytest.mark.gpu
+def test_tasks_that_each_fill_much_of_the_gpu_run_one_after_another():
+    """Tasks of different sizes whose tensors each take much of the GPU, alternating in one
+    slot: none fails for memory a previous task's caches or allocator reserve still hold (in
+    either worker), and the outputs stay on the device."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    free, _ = torch.cuda.mem_get_info()
+    # The candidate holds an input, its clone and two outputs; the reference an input, the
+    # expected output and the device buffer: about a fourteenth of the free memory a tensor.
+    sizes = [int(free / 14 / 4), int(free / 20 / 4)]
+    tasks = [
+        task_from_source(BIG_TASK.format(n=n, scale=s), name=f"big_scale_{s}")
+        for n, s in zip(sizes, (2, 3), strict=True)
+    ]
+    config = SandboxConfig(
+        backend="cuda",
+        workers=1,
+        trials=2,
+        extra_distributions=(),
+        time_compile=False,
+        max_output_tensor_bytes=sizes[0] * 8,
+    )
+    with Sandbox(config) as sandbox:
+        for task, s in [(tasks[0], 2), (tasks[1], 3), (tasks[0], 2), (tasks[1], 3)]:
+            result = sandbox.evaluate(task, SCALE_CANDIDATE.format(scale=s), measure_time=False)
+            assert result.status == "ok", f"{task.name}: {result.message}"
+            assert result.extra["outputs_via"] == {"device": 3, "host": 0}, result.extra
+            assert result.extra["peak_gpu_bytes"] >= 2 * 4 * sizes[tasks.index(task)]
