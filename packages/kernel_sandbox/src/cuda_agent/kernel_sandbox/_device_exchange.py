@@ -133,7 +133,8 @@ def provide(request: dict[str, Any], home: Any = None) -> dict[str, Any]:
                 ptr=ptr.value,
                 capacity=size,
                 token=secrets.token_hex(8),
-                handle=bytes(handle.reserved).hex(),
+                # string_at: a c_char array's value would stop at the first zero byte.
+                handle=ctypes.string_at(ctypes.addressof(handle), 64).hex(),
                 view=_view(int(ptr.value or 0), size, device),
             )
     except (DeviceExchangeError, RuntimeError, ValueError, KeyError, TypeError) as exc:
@@ -160,31 +161,31 @@ def owned_view(token: Any) -> torch.Tensor:
 _opened: dict[str, Any] = {}  # ptr, capacity, token, view
 
 
-def attach(answer: dict[str, Any], device: torch.device) -> bool:
+def attach(answer: dict[str, Any], device: torch.device) -> str:
     """Open the buffer ``answer`` describes (a ``provide`` result) unless it is open already;
-    False when there is none to use."""
+    returns why there is none to use ("" when there is)."""
     token = answer.get("token")
     if not isinstance(token, str) or "error" in answer:
-        return False
+        return str(answer.get("error", "no device buffer was provided"))
     if _opened.get("token") == token:
-        return True
+        return ""
     detach()
     try:
         raw = bytes.fromhex(str(answer["handle"]))
         capacity = int(answer["capacity"])
         if len(raw) != 64 or capacity <= 0:
-            return False
+            return "a damaged device buffer description"
         lib = _runtime()
         handle = _IpcHandle()
-        ctypes.memmove(handle.reserved, raw, 64)
+        ctypes.memmove(ctypes.addressof(handle), raw, 64)
         ptr = ctypes.c_void_p()
         # flags 1: cudaIpcMemLazyEnablePeerAccess
         _call("cudaIpcOpenMemHandle", lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, 1))
-    except (DeviceExchangeError, ValueError, KeyError, TypeError):
-        return False
-    view = _view(int(ptr.value or 0), capacity, device)
+        view = _view(int(ptr.value or 0), capacity, device)
+    except (DeviceExchangeError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
     _opened.update(ptr=ptr.value, capacity=capacity, token=token, view=view)
-    return True
+    return ""
 
 
 def detach() -> None:

@@ -147,12 +147,14 @@ class Trials:
             if not self.buffer_asked or total > _device_exchange.capacity():
                 self.buffer_asked = True
                 answer = self.ask({"type": "buffer", "bytes": total})
-                if not _device_exchange.attach(answer, self.device):
+                why = _device_exchange.attach(answer, self.device)
+                if why:
                     _device_exchange.detach()
+                    self.outputs_via["device_unavailable"] = why[:300]
             if total <= _device_exchange.capacity():
-                self.outputs_via["device"] += 1
+                self.outputs_via["device"] = int(self.outputs_via["device"]) + 1
                 return _device_exchange.write(outputs, meta)
-        self.outputs_via["host"] += 1
+        self.outputs_via["host"] = int(self.outputs_via["host"]) + 1
         return _exchange.write_outputs(self.exchange, outputs)
 
     def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
@@ -198,7 +200,8 @@ class Trials:
         # have been restarted since the last one), and again when outputs outgrow it.
         self.on_device = device.type == "cuda" and bool(cfg.get("device_exchange", True))
         self.buffer_asked = False
-        self.outputs_via = {"device": 0, "host": 0}  # trials whose outputs went each way
+        # Trials whose outputs went each way (and why not on the device, if it was refused).
+        self.outputs_via: dict[str, int | str] = {"device": 0, "host": 0}
         self.checks = bool(cfg.get("runtime_checks", True))
         self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
         self.first = True
