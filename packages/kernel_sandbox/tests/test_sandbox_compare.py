@@ -53,3 +53,24 @@ def test_integer_outputs_are_compared_exactly_enough():
     want = torch.tensor([2**40 + 1, 5], dtype=torch.int64)
     assert compare([want.clone()], [want], 0.0, 0.0)[0]
     assert not compare([want + 1], [want], 0.0, 0.0)[0]
+
+
+def test_large_outputs_are_compared_in_chunks_with_the_same_verdict(monkeypatch):
+    # Outputs of gigabytes are compared a chunk at a time (bounded temporaries): counts,
+    # worst errors, the first failing index and the fingerprint do not depend on the chunking.
+    from cuda_agent.kernel_sandbox import _compare
+
+    torch.manual_seed(0)
+    want = torch.randn(6, 7, 5)
+    got = want.clone()
+    got[2, 3, 1] += 1.0
+    got[4, 0, 0] -= 2.0
+    whole = _compare.compare([got], [want], 1e-2, 1e-2)
+    prints = _compare.fingerprint([want])
+    monkeypatch.setattr(_compare, "CHUNK", 11)
+    chunked = _compare.compare([got], [want], 1e-2, 1e-2)
+    assert chunked[:3] == whole[:3] and chunked[3] == whole[3]
+    assert not chunked[0] and "2/210 elements" in chunked[3] and "(2, 3, 1)" in chunked[3]
+    assert _compare.same_fingerprint(_compare.fingerprint([want]), prints)
+    transposed = want.transpose(0, 2)  # not contiguous
+    assert _compare.compare([transposed.contiguous()], [transposed], 0.0, 0.0)[0]

@@ -57,31 +57,67 @@ def compare(
             return False, INF, INF, f"output {i} {problem}"
         a_tol, r_tol = tolerance(w.dtype, atol, rtol, per_dtype)
         work = torch.float64 if _exact(w.dtype) else torch.float32
-        g64, w64 = _as_real(g.detach()).to(work), _as_real(w.detach()).to(work)
-        raw = (g64 - w64).abs()
-        scale = w64.abs()
-        # isclose, in fewer passes: within atol + rtol * |want|, or equal (infinities), or
-        # NaN on both sides. (NaN differences fail the first test and are sorted out after.)
-        ok = raw <= a_tol + r_tol * scale
-        finite = w64.isfinite()
-        if not bool(finite.all()):
-            ok &= finite  # an infinite reference is matched only by equality
-        if not bool(ok.all()):
-            ok |= (g64 == w64) | (g64.isnan() & w64.isnan())
-        diff = raw.nan_to_num(0.0)
-        if diff.numel():
-            worst_abs = max(worst_abs, float(diff.max()))
-            worst_rel = max(worst_rel, float((diff / scale.clamp_min(1e-12)).max()))
-        if not bool(ok.all()):
-            n_bad = int((~ok).sum())
-            idx = tuple(int(j) for j in (~ok).nonzero()[0])
+        shape = tuple(_as_real(w.detach()).shape)
+        g_flat = _as_real(g.detach()).reshape(-1)  # a copy only if not contiguous
+        w_flat = _as_real(w.detach()).reshape(-1)
+        n_bad, first = 0, None
+        for lo in range(0, max(w_flat.numel(), 1), CHUNK):
+            part = _compare_chunk(g_flat, w_flat, lo, work, a_tol, r_tol)
+            worst_abs, worst_rel = max(worst_abs, part[0]), max(worst_rel, part[1])
+            n_bad += part[2]
+            if first is None and part[3] is not None:
+                first = part[3]
+        if n_bad:
+            at = first or 0
+            got_v, want_v = float(g_flat[at].to(work)), float(w_flat[at].to(work))
             msg = (
-                f"output {i} mismatch: {n_bad}/{ok.numel()} elements outside "
-                f"atol={a_tol}, rtol={r_tol}; first at {idx}: got {float(g64[idx]):.6g}, "
-                f"expected {float(w64[idx]):.6g}; max abs error {worst_abs:.3g}"
+                f"output {i} mismatch: {n_bad}/{w_flat.numel()} elements outside "
+                f"atol={a_tol}, rtol={r_tol}; first at {_unravel(at, shape)}: got {got_v:.6g}, "
+                f"expected {want_v:.6g}; max abs error {worst_abs:.3g}"
             )
             return False, worst_abs, worst_rel, msg
     return True, worst_abs, worst_rel, ""
+
+
+# Elements compared at a time: the temporaries of a comparison stay near 1.5 GB however large
+# the output (a 6.4 GB output would otherwise need about five copies of itself).
+CHUNK = 1 << 26
+
+
+def _compare_chunk(
+    g: torch.Tensor, w: torch.Tensor, lo: int, work: torch.dtype, a_tol: float, r_tol: float
+) -> tuple[float, float, int, int | None]:
+    """(max abs error, max rel error, elements outside the tolerance, flat index of the first
+    of them) over elements ``lo`` to ``lo + CHUNK`` of the flat ``g`` and ``w``."""
+    g64 = g[lo : lo + CHUNK].to(work)
+    w64 = w[lo : lo + CHUNK].to(work)
+    raw = (g64 - w64).abs()
+    scale = w64.abs()
+    # isclose, in fewer passes: within atol + rtol * |want|, or equal (infinities), or NaN on
+    # both sides. (NaN differences fail the first test and are sorted out after.)
+    ok = raw <= a_tol + r_tol * scale
+    finite = w64.isfinite()
+    if not bool(finite.all()):
+        ok &= finite  # an infinite reference is matched only by equality
+    if not bool(ok.all()):
+        ok |= (g64 == w64) | (g64.isnan() & w64.isnan())
+    diff = raw.nan_to_num(0.0)
+    worst_abs = worst_rel = 0.0
+    if diff.numel():
+        worst_abs = float(diff.max())
+        worst_rel = float((diff / scale.clamp_min(1e-12)).max())
+    if bool(ok.all()):
+        return worst_abs, worst_rel, 0, None
+    bad = ~ok
+    return worst_abs, worst_rel, int(bad.sum()), lo + int(bad.nonzero()[0, 0])
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat //= size if size else 1
+    return tuple(reversed(index))
 
 
 def _exact(dtype: torch.dtype) -> bool:
@@ -104,8 +140,12 @@ def fingerprint(inputs: list[Any]) -> list[Any]:
             v = x.detach()
             if v.is_complex():
                 v = torch.view_as_real(v)
-            flat = v.reshape(-1).double().nan_to_num(0.0, 1e300, -1e300)
-            out.append([list(x.shape), str(x.dtype), float(flat.sum()), float(flat.square().sum())])
+            flat, total, squares = v.reshape(-1), 0.0, 0.0
+            for lo in range(0, flat.numel(), CHUNK):  # float64 copies of a chunk at a time
+                part = flat[lo : lo + CHUNK].double().nan_to_num(0.0, 1e300, -1e300)
+                total += float(part.sum())
+                squares += float(part.square().sum())
+            out.append([list(x.shape), str(x.dtype), total, squares])
         elif isinstance(x, bool | int | float | str) or x is None:
             out.append(x)
         else:

@@ -272,6 +272,7 @@ def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
             warmup=cfg["warmup"],
             repeats=cfg["repeats"],
             budget_s=cfg["timing_budget_s"],
+            precision=cfg.get("timing_precision", 0.0),
         )
     except Exception as exc:
         raise Verdict("runtime_error", "failed while timing:\n" + trim(exc)) from None

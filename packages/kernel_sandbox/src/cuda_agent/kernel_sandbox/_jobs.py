@@ -283,6 +283,7 @@ class BaselineCache:
             "warmup": cfg["warmup"],
             "repeats": cfg["repeats"],
             "timing_budget_s": cfg["timing_budget_s"],
+            "timing_precision": cfg.get("timing_precision", 0.0),
         }
         try:
             measured = reference.run(request)

@@ -148,7 +148,7 @@ def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
     passed, max_abs, max_rel, message = _compare.compare(
         got, want, request["atol"], request["rtol"], request.get("dtype_tolerances")
     )
-    del got
+    del got, want  # (kept only if the cache holds them)
     if device.type == "cuda":
         _trim_reserve(device)
     return _verdict(passed, max_abs, max_rel, message)
@@ -197,6 +197,7 @@ def baseline(request: dict[str, Any], home: Path) -> dict[str, Any]:
             warmup=request["warmup"],
             repeats=request["repeats"],
             budget_s=request["timing_budget_s"],
+            precision=request.get("timing_precision", 0.0),
         )
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}

@@ -46,6 +46,24 @@ def summarize(samples_ms: Sequence[float]) -> Timing:
     return Timing(statistics.median(ordered), spread, len(ordered))
 
 
+MIN_ROUNDS = 20  # before the precision rule may stop a measurement
+
+
+def precise_enough(samples: Sequence[Sequence[float]], precision: float) -> bool:
+    """Whether every callable's median is known to ``precision`` (relative): its standard
+    error, estimated from the interquartile range as ``0.93 * IQR / sqrt(n)`` (the normal
+    approximation: sigma = IQR / 1.349, SE(median) = 1.2533 * sigma / sqrt(n)), is at most
+    ``precision * median``."""
+    for values in samples:
+        t = summarize(values)
+        if (
+            t.median_ms <= 0
+            or 0.93 * 2 * t.spread_ms / len(values) ** 0.5 > precision * t.median_ms
+        ):
+            return False
+    return True
+
+
 def time_interleaved(
     fns: Sequence[Callable[[], object]],
     *,
@@ -53,10 +71,13 @@ def time_interleaved(
     warmup: int,
     repeats: int,
     budget_s: float,
+    precision: float = 0.0,
 ) -> list[Timing]:
     """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls of each.
 
-    Stops early (after at least 5 rounds) when ``budget_s`` seconds have been spent.
+    Stops early (after at least 5 rounds) when ``budget_s`` seconds have been spent, and (after
+    at least ``MIN_ROUNDS``) when every median is known to ``precision`` (``precise_enough``;
+    0: never): steady kernels of milliseconds need a fifth of the rounds.
     """
     for fn in fns:
         for _ in range(warmup):
@@ -72,6 +93,8 @@ def time_interleaved(
         for i, fn in enumerate(fns):
             samples[i].append(measure(fn))
         if round_ >= 4 and perf_counter() - start > budget_s:
+            break
+        if precision > 0 and round_ + 1 >= MIN_ROUNDS and precise_enough(samples, precision):
             break
     return [summarize(s) for s in samples]
 

@@ -78,6 +78,9 @@ class SandboxConfig:
     # median needs them to stay within 3% on an A/A comparison; 30 on the CPU).
     repeats: int = 0
     timing_budget_s: float = 2.0  # stop repeating a measurement early past this budget
+    # ... and once every median's standard error is below this share of it (after 20 rounds;
+    # 0: always run ``repeats`` rounds). Steady GPU kernels get there in about 20 rounds.
+    timing_precision: float = 0.003
     time_compile: bool | None = None  # time torch.compile too (None = only on CUDA)
     # Keep torch.compile baselines on disk per (task, sizes, GPU, torch version), timed once
     # by a reference worker; later jobs time only candidate and eager (no 10 s compile).
@@ -138,6 +141,8 @@ class SandboxConfig:
             raise ValueError("reverify_speedup must be > 1")
         if self.warmup < 0 or self.timing_budget_s <= 0:
             raise ValueError("warmup must be >= 0 and timing_budget_s > 0")
+        if not 0 <= self.timing_precision < 1:
+            raise ValueError("timing_precision must be in [0, 1)")
 
     def tolerances(self) -> Tolerances:
         """The tolerances outputs are judged with: the preset's, under the explicit ``atol``,

@@ -225,6 +225,7 @@ class Sandbox:
                 "warmup": cfg.warmup,
                 "repeats": cfg.repeats,
                 "timing_budget_s": cfg.timing_budget_s,
+                "timing_precision": cfg.timing_precision,
                 "time_compile": cfg.time_compile,
                 "require_custom_kernel": cfg.require_custom_kernel,
                 "runtime_checks": cfg.runtime_checks,
