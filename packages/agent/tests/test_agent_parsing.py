@@ -52,6 +52,16 @@ def test_feedback_lines():
     failed = EvalResult(status="compile_error", message="kernel.c:3:1: error: x")
     assert feedback(failed) == "FAIL (compile_error): kernel.c:3:1: error: x"
     ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=2.0, compile_time_ms=1.5)
-    assert feedback(ok) == "PASS: candidate 1 ms, eager 2 ms (2.00x), compile 1.5 ms (1.50x)"
+    assert feedback(ok) == (
+        "PASS: candidate 1 ms, eager 2 ms (2.00x), torch.compile 1.5 ms (1.50x)"
+    )
+    noisy = EvalResult(
+        status="ok",
+        candidate_time_ms=1.0,
+        candidate_time_spread_ms=0.1,
+        eager_time_ms=2.0,
+        eager_time_spread_ms=0.1,
+    )
+    assert "eager 2 ms (2.00x, noise range 1.73-2.33x)" in feedback(noisy)
     flagged = EvalResult(status="ok", flags=("no_custom_kernel",), candidate_time_ms=1.0)
     assert feedback(flagged).startswith("FAIL (ok)") and "no_custom_kernel" in feedback(flagged)

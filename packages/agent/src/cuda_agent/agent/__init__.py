@@ -1,27 +1,43 @@
-"""cuda_agent.agent: prompts, candidate parsing and rollouts composing sandbox and reward."""
+"""cuda_agent.agent: prompts, protocols, chat deltas and the multi-turn loop composing sandbox
+and reward around a policy."""
 
+from .chat import ChatRenderer, ChatTemplateError
+from .driver import AgentConfig, RolloutBatch, SamplingParams, run_episodes
+from .episode import Episode, TrainingSequence, Turn
 from .feedback import feedback
 from .parsing import extract_candidate
 from .prompts import build_messages, system_prompt, user_prompt
+from .protocols import Action, Fenced, Protocol, protocol
 from .rollout import (
     EvaluatorLike,
     PolicyLike,
     SampleLike,
-    SamplingParams,
     Trajectory,
     rollout_single_turn,
 )
 
 __all__ = [
+    "Action",
+    "AgentConfig",
+    "ChatRenderer",
+    "ChatTemplateError",
+    "Episode",
     "EvaluatorLike",
+    "Fenced",
     "PolicyLike",
+    "Protocol",
+    "RolloutBatch",
     "SampleLike",
     "SamplingParams",
+    "TrainingSequence",
     "Trajectory",
+    "Turn",
     "build_messages",
     "extract_candidate",
     "feedback",
+    "protocol",
     "rollout_single_turn",
+    "run_episodes",
     "system_prompt",
     "user_prompt",
 ]

@@ -29,9 +29,27 @@ def _verdict(result: EvalResult) -> str:
     if result.status != "ok" or result.flags:
         head = f"FAIL ({result.status}): {result.message}"
         return head if not result.flags else f"{head} [flags: {', '.join(result.flags)}]"
+    if result.candidate_time_ms is None:
+        return "PASS: correct (not timed)"
     parts = [f"PASS: candidate {result.candidate_time_ms:.4g} ms"]
     if result.eager_time_ms is not None:
-        parts.append(f"eager {result.eager_time_ms:.4g} ms ({result.speedup_vs_eager:.2f}x)")
+        parts.append(
+            f"eager {result.eager_time_ms:.4g} ms "
+            f"({_speedup(result.speedup_vs_eager, result.speedup_vs_eager_range)})"
+        )
     if result.compile_time_ms is not None:
-        parts.append(f"compile {result.compile_time_ms:.4g} ms ({result.speedup_vs_compile:.2f}x)")
+        parts.append(
+            f"torch.compile {result.compile_time_ms:.4g} ms "
+            f"({_speedup(result.speedup_vs_compile, result.speedup_vs_compile_range)})"
+        )
     return ", ".join(parts)
+
+
+def _speedup(value: float | None, noise: tuple[float, float] | None) -> str:
+    """``1.23x`` with its noise range when the two ends differ visibly."""
+    if value is None:
+        return "speedup unknown"
+    text = f"{value:.2f}x"
+    if noise is not None and f"{noise[0]:.2f}" != f"{noise[1]:.2f}":
+        text += f", noise range {noise[0]:.2f}-{noise[1]:.2f}x"
+    return text

@@ -1,4 +1,5 @@
-"""Single-turn rollouts: prompt -> sample -> extract -> evaluate -> reward -> trajectory.
+"""Single-turn rollouts (prompt -> sample -> extract -> evaluate -> reward -> trajectory) as
+the trainer's single-turn stages read them: the multi-turn loop with one turn.
 
 The agent composes the sandbox and the reward; it reaches the policy only through the small
 ``PolicyLike`` protocol, so any sampler (a local model, a remote endpoint, a test double built
@@ -7,16 +8,15 @@ on real tokens) can drive it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from cuda_agent.kernel_sandbox import EvalResult, Task
 from cuda_agent.reward import MilestoneValues, milestone_reward
 
+from .driver import AgentConfig, RewardFn, SamplingParams, run_episodes
 from .feedback import feedback
-from .parsing import extract_candidate
-from .prompts import build_messages
 
 
 class SampleLike(Protocol):
@@ -57,16 +57,6 @@ class EvaluatorLike(Protocol):
 
 
 @dataclass(frozen=True)
-class SamplingParams:
-    n: int = 4
-    max_new_tokens: int = 320
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-
-
-@dataclass(frozen=True)
 class Trajectory:
     """One attempt at one task: the tokens the policy produced and what they earned.
 
@@ -88,62 +78,54 @@ class Trajectory:
     loss_mask: list[bool] = field(default_factory=list)
 
 
-RewardFn = Callable[[EvalResult], float]
+_SAMPLING = SamplingParams()
 
 
 def rollout_single_turn(
     policy: PolicyLike,
     evaluator: EvaluatorLike,
     tasks: Sequence[Task],
-    sampling: SamplingParams = SamplingParams(),
+    sampling: SamplingParams = _SAMPLING,
     reward_fn: RewardFn = milestone_reward,
     malformed_reward: float = MilestoneValues().fail,
 ) -> list[Trajectory]:
-    """Sample ``sampling.n`` answers per task, evaluate them all concurrently, score them.
+    """Sample ``sampling.n`` answers per task, evaluate them all concurrently, score them:
+    the multi-turn loop with ``max_turns=1`` (``driver.run_episodes``), one ``Trajectory``
+    per episode.
 
     Returns ``len(tasks) * n`` trajectories ordered by task, then sample.
     """
-    prompts = [policy.chat_prompt_ids(build_messages(t, evaluator.backend)) for t in tasks]
-    samples = policy.generate(
-        prompts,
-        n=sampling.n,
-        max_new_tokens=sampling.max_new_tokens,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k,
-        seed=sampling.seed,
+    batch = run_episodes(
+        policy,
+        evaluator,
+        tasks,
+        sampling,
+        AgentConfig(max_turns=1),
+        reward_fn=reward_fn,
+        malformed_reward=malformed_reward,
     )
-    flat = [
-        (g, task, s)
-        for g, (task, group) in enumerate(zip(tasks, samples, strict=True))
-        for s in group
-    ]
-    candidates = [extract_candidate(s.text) for _, _, s in flat]
-    jobs = [(task, c) for (_, task, _), c in zip(flat, candidates, strict=True) if c is not None]
-    results = iter(evaluator.evaluate_many(jobs))
     trajectories = []
-    for (g, task, sample), candidate in zip(flat, candidates, strict=True):
-        result = next(results) if candidate is not None else None
-        reward = reward_fn(result) if result is not None else malformed_reward
+    for episode in batch.episodes:
+        [turn] = episode.turns
         trajectories.append(
             Trajectory(
-                task=task.name,
-                group=g,
-                prompt_ids=list(sample.prompt_ids),
-                response_ids=list(sample.response_ids),
-                sampler_logprobs=list(sample.sampler_logprobs),
-                text=sample.text,
-                finish_reason=sample.finish_reason,
-                candidate=candidate,
-                result=result,
-                reward=reward,
+                task=episode.task,
+                group=episode.group,
+                prompt_ids=list(turn.context_ids),
+                response_ids=list(turn.response_ids),
+                sampler_logprobs=list(turn.sampler_logprobs),
+                text=turn.text,
+                finish_reason=turn.finish_reason,
+                candidate=turn.candidate if isinstance(turn.candidate, str) else None,
+                result=turn.result,
+                reward=turn.reward,
                 feedback=feedback(
-                    result,
+                    turn.result,
                     truncated_at=sampling.max_new_tokens
-                    if sample.finish_reason == "length"
+                    if turn.finish_reason == "length"
                     else None,
                 ),
-                loss_mask=[True] * len(sample.response_ids),
+                loss_mask=[True] * len(turn.response_ids),
             )
         )
     return trajectories

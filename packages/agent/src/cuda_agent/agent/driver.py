@@ -1,0 +1,285 @@
+"""The multi-turn loop: write, evaluate, read the feedback, refine. The only place with
+concurrency.
+
+Each turn, the live episodes of a batch sample together (one ``generate`` call; the first turn
+samples ``n`` answers per task from one prompt), every usable answer goes to the sandbox at
+once (``evaluate_many``: the pool evaluates them concurrently), and each episode gets its
+reward, its feedback and its next prompt. An episode stops when its reward reaches the target,
+at ``max_turns``, at its token budget, after ``max_malformed`` unusable answers in a row, when it
+submits the same candidate twice in a row, or when the policy or the harness fails. Single-turn
+rollouts are ``max_turns=1``.
+
+With a local policy (a tokenizer with a chat template) the episode is token in, token out: the
+next prompt is the previous prompt, the answer's tokens as sampled and the rendered feedback
+(``chat.ChatRenderer.delta``). A policy without a tokenizer (a remote endpoint) is given the
+conversation as chat messages instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_agent.kernel_sandbox import EvalResult, Task
+from cuda_agent.reward import MilestoneValues, milestone_reward
+
+from .chat import ChatRenderer
+from .episode import Episode, History, Turn
+from .protocols import Action, Protocol, protocol
+
+RewardFn = Callable[[EvalResult], float]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int = 4  # answers per task (episodes per group)
+    max_new_tokens: int = 320  # per turn
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_turns: int = 4
+    history: History = "full"
+    keep_last: int = 1  # last_k: how many earlier turns (code and feedback) a prompt keeps
+    token_budget: int = 0  # tokens an episode's sequence may reach (0: no budget)
+    target_reward: float = MilestoneValues().faster_than_compile  # milestone 3
+    max_malformed: int = 2  # unusable answers in a row that end an episode
+    stop_on_repeat: bool = True  # the same candidate twice in a row ends the episode
+    protocol: str = "fenced"
+    goal: str = "the target is 5% faster than torch.compile"
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1 or self.keep_last < 0 or self.token_budget < 0:
+            raise ValueError("max_turns must be >= 1, keep_last and token_budget >= 0")
+        if self.history not in ("full", "last_k"):
+            raise ValueError(f"history must be 'full' or 'last_k', not {self.history!r}")
+        if self.max_malformed < 1:
+            raise ValueError("max_malformed must be >= 1")
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """The episodes of one batch and where its wall time went (``sampling``, ``evaluation``,
+    ``agent``: everything else, the loop's own overhead)."""
+
+    episodes: list[Episode]
+    seconds: dict[str, float]
+
+
+@dataclass
+class _Live:
+    task: Task
+    group: int
+    messages: list[dict[str, Any]]  # the conversation so far (full history)
+    first: list[dict[str, Any]]  # the task's first messages
+    prompt: list[int] | list[dict[str, Any]]  # what the policy is given next
+    context: list[int]  # tokens of ``prompt`` not yet part of a turn
+    turns: list[Turn] = field(default_factory=list)
+    malformed: int = 0
+    stop: str = ""
+
+
+def run_episodes(
+    policy: Any,
+    evaluator: Any,
+    tasks: Sequence[Task],
+    sampling: SamplingParams = SamplingParams(),
+    config: AgentConfig = AgentConfig(),
+    reward_fn: RewardFn = milestone_reward,
+    malformed_reward: float = MilestoneValues().fail,
+) -> RolloutBatch:
+    """``sampling.n`` episodes per task, ordered by task then sample."""
+    started = time.perf_counter()
+    spent = {"sampling": 0.0, "evaluation": 0.0}
+    proto = protocol(config.protocol)
+    renderer = _renderer(policy)
+    backend = evaluator.backend
+    live: list[_Live] = []
+    firsts = []
+    for g, task in enumerate(tasks):
+        first = proto.first_messages(task, backend)
+        prompt: list[Any] = renderer.prompt(first) if renderer else list(first)
+        firsts.append(prompt)
+        for _ in range(sampling.n):
+            ids = list(prompt) if renderer else []
+            live.append(_Live(task, g, list(first), list(first), list(prompt), ids))
+    for turn in range(config.max_turns):
+        active = [e for e in live if not e.stop]
+        if not active:
+            break
+        t0 = time.perf_counter()
+        samples = _sample(policy, active, firsts if turn == 0 else None, sampling, config, turn)
+        spent["sampling"] += time.perf_counter() - t0
+        if samples is None:
+            continue  # every active episode ended (budget or a policy error)
+        answered = [(e, s) for e, s in zip(active, samples, strict=True) if s is not None]
+        actions = [proto.parse(s.text) for _, s in answered]
+        t0 = time.perf_counter()
+        results = _evaluate(
+            evaluator, [(e.task, a) for (e, _), a in zip(answered, actions, strict=True)]
+        )
+        spent["evaluation"] += time.perf_counter() - t0
+        for (episode, sample), action, result in zip(answered, actions, results, strict=True):
+            _advance(episode, sample, action, result, proto, renderer, sampling, config, turn,
+                     reward_fn, malformed_reward)  # fmt: skip
+    episodes = []
+    for e in live:
+        stop = e.stop or "max_turns"
+        episodes.append(
+            Episode(e.task.name, e.group, config.history, tuple(e.turns), stop, tuple(e.messages))
+        )
+    total = time.perf_counter() - started
+    spent["agent"] = max(0.0, total - spent["sampling"] - spent["evaluation"])
+    spent["total"] = total
+    return RolloutBatch(episodes, spent)
+
+
+def _renderer(policy: Any) -> ChatRenderer | None:
+    tokenizer = getattr(policy, "tokenizer", None)
+    return ChatRenderer(tokenizer) if getattr(tokenizer, "chat_template", None) else None
+
+
+def _sample(
+    policy: Any,
+    active: list[_Live],
+    firsts: list[Any] | None,
+    sampling: SamplingParams,
+    config: AgentConfig,
+    turn: int,
+) -> list[Any] | None:
+    """One answer per active episode (None for an episode that ended instead)."""
+    allowance = {}
+    for e in active:
+        room = sampling.max_new_tokens
+        if config.token_budget and e.prompt and isinstance(e.prompt[0], int):
+            room = min(room, config.token_budget - len(e.prompt))
+        if room <= 0:
+            e.stop = "token_budget"
+        else:
+            allowance[id(e)] = room
+    asking = [e for e in active if id(e) in allowance]
+    if not asking:
+        return None
+    answers: dict[int, Any] = {}
+    seed = None if sampling.seed is None else sampling.seed + 7919 * turn
+    # Episodes that may write the same number of tokens sample together; the first turn of a
+    # full batch samples n answers per task from one prompt.
+    by_room: dict[int, list[_Live]] = {}
+    for e in asking:
+        by_room.setdefault(allowance[id(e)], []).append(e)
+    for room, group in by_room.items():
+        kwargs = dict(max_new_tokens=room, temperature=sampling.temperature,
+                      top_p=sampling.top_p, top_k=sampling.top_k, seed=seed)  # fmt: skip
+        try:
+            if firsts is not None and len(group) == len(active) == len(firsts) * sampling.n:
+                rows = policy.generate(firsts, n=sampling.n, **kwargs)
+                flat = [s for row in rows for s in row]
+            else:
+                rows = policy.generate([e.prompt for e in group], n=1, **kwargs)
+                flat = [row[0] for row in rows]
+        except Exception as exc:  # a policy failure ends these episodes, not the batch
+            for e in group:
+                e.stop = "error"
+                e.messages.append({"role": "error", "content": f"{type(exc).__name__}: {exc}"})
+            continue
+        for e, s in zip(group, flat, strict=True):
+            answers[id(e)] = s
+    return [answers.get(id(e)) for e in active]
+
+
+def _evaluate(evaluator: Any, jobs: list[tuple[Task, Action]]) -> list[EvalResult | None]:
+    """Verdicts for the usable answers (concurrently, on the sandbox's pool); None for the
+    rest. A harness failure becomes a ``runtime_error`` verdict for the answers it hit."""
+    usable = [(task, a.candidate) for task, a in jobs if a.candidate is not None]
+    try:
+        verdicts = iter(evaluator.evaluate_many(usable))
+        found = [next(verdicts) if a.candidate is not None else None for _, a in jobs]
+    except Exception as exc:
+        failed = EvalResult(status="runtime_error", message=f"the evaluation failed: {exc}")
+        found = [failed if a.candidate is not None else None for _, a in jobs]
+    return found
+
+
+def _advance(
+    e: _Live,
+    sample: Any,
+    action: Action,
+    result: EvalResult | None,
+    proto: Protocol,
+    renderer: ChatRenderer | None,
+    sampling: SamplingParams,
+    config: AgentConfig,
+    turn: int,
+    reward_fn: RewardFn,
+    malformed_reward: float,
+) -> None:
+    """Record the turn, decide whether the episode goes on, and build its next prompt."""
+    truncated = sampling.max_new_tokens if sample.finish_reason == "length" else None
+    reward = reward_fn(result) if result is not None else malformed_reward
+    reply = proto.reply(action, result, truncated, config.goal)
+    response_ids = [int(i) for i in getattr(sample, "response_ids", []) or []]
+    previous = e.turns[-1].candidate if e.turns else None
+    e.turns.append(
+        Turn(
+            index=turn,
+            context_ids=tuple(e.context),
+            response_ids=tuple(response_ids),
+            sampler_logprobs=tuple(float(x) for x in getattr(sample, "sampler_logprobs", []) or []),
+            text=sample.text,
+            finish_reason=sample.finish_reason,
+            candidate=action.candidate,
+            result=result,
+            reward=reward,
+            feedback=str(reply[-1]["content"]) if reply else "",
+            action=action.kind,
+        )
+    )
+    asked = list(e.messages)
+    e.messages += [{"role": "assistant", "content": sample.text}, *reply]
+    e.malformed = e.malformed + 1 if action.kind == "malformed" else 0
+    if reward >= config.target_reward:
+        e.stop = "target"
+    elif action.kind == "submit":
+        e.stop = "submitted"
+    elif e.malformed >= config.max_malformed:
+        e.stop = "malformed"
+    elif config.stop_on_repeat and action.candidate is not None and action.candidate == previous:
+        e.stop = "repeated"
+    elif turn + 1 >= config.max_turns:
+        e.stop = "max_turns"
+    if e.stop:
+        return
+    if config.history == "full":
+        if renderer is None:
+            e.prompt = list(e.messages)
+            return
+        e.context = renderer.delta(asked, response_ids, reply)
+        e.prompt = [*e.prompt, *response_ids, *e.context]
+        return
+    kept = _kept_messages(e, config.keep_last)
+    e.prompt = renderer.prompt(kept) if renderer else kept
+    e.context = list(e.prompt) if renderer else []  # type: ignore[arg-type]
+
+
+def _kept_messages(e: _Live, keep_last: int) -> list[dict[str, Any]]:
+    """Kevin's history: the task, then for the last ``keep_last`` turns only the code each
+    submitted and the feedback it got (the reasoning is dropped)."""
+    messages = list(e.first)
+    for t in e.turns[-keep_last:] if keep_last else []:
+        if isinstance(t.candidate, str):
+            code = f"```python\n{t.candidate.rstrip()}\n```"
+        else:
+            code = "(no usable code)"
+        messages += [
+            {"role": "assistant", "content": code},
+            {"role": "user", "content": t.feedback},
+        ]
+    if not keep_last:
+        messages += [{"role": "user", "content": e.turns[-1].feedback}] if e.turns else []
+    return messages

@@ -1,0 +1,125 @@
+"""Episodes and turns: frozen values, with token-level views derived for training.
+
+An episode is one task, a group id (episodes of a group start from the same prompt) and its
+turns. Each turn holds the tokens placed before the policy's answer (``context_ids``: the whole
+prompt for the first turn; the rendered feedback message after it, or in ``last_k`` history the
+whole prompt of that turn), the answer's tokens and the sampler's log-probs, what was extracted
+and how it was judged.
+
+Views for training (``sequences``): in ``full`` history one sequence per episode, the context
+and answers of every turn back to back (exactly the tokens the sampler saw and produced); in
+``last_k`` history one sequence per turn, its own prompt and its answer. In each, ``loss_mask``
+is 1 on tokens the policy generated and 0 on everything else, and ``turn_index`` numbers the
+turns on kept tokens and is -1 elsewhere (``rl_core.turn_index_from_loss_mask``'s convention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cuda_agent.kernel_sandbox import EvalResult
+
+History = Literal["full", "last_k"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One answer of the policy and what it earned."""
+
+    index: int
+    context_ids: tuple[int, ...]  # tokens before the answer that the policy did not generate
+    response_ids: tuple[int, ...]
+    sampler_logprobs: tuple[float, ...]
+    text: str
+    finish_reason: str
+    candidate: str | dict[str, str] | None  # the code it submitted (None: nothing usable)
+    result: EvalResult | None
+    reward: float
+    feedback: str  # the message the next turn reads (also kept for the last turn)
+    action: str = "evaluate"  # what the protocol made of the answer (evaluate, submit, malformed)
+    seconds: dict[str, float] = field(default_factory=dict)  # sampling, evaluation
+
+
+@dataclass(frozen=True)
+class TrainingSequence:
+    """One sequence to train on: tokens, which of them the policy generated, per-token turn
+    numbers and sampler log-probs (0.0 outside the mask), and the rewards of its turns."""
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    turn_index: list[int]
+    sampler_logprobs: list[float]
+    turn_rewards: list[float]
+
+
+@dataclass(frozen=True)
+class Episode:
+    task: str
+    group: int
+    history: History
+    turns: tuple[Turn, ...]
+    stop_reason: str  # target, max_turns, token_budget, malformed, repeated, submitted, error
+    messages: tuple[dict[str, Any], ...] = ()  # the conversation as chat messages
+
+    # --------------------------------------------------------------------- results
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
+    def best_turn(self) -> int | None:
+        """Index of the turn with the highest reward (the earliest among equals)."""
+        if not self.turns:
+            return None
+        best = max(t.reward for t in self.turns)
+        return next(t.index for t in self.turns if t.reward == best)
+
+    @property
+    def best_reward(self) -> float | None:
+        return None if self.best_turn is None else self.turns[self.best_turn].reward
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens the episode's sequences hold (what its budget counts)."""
+        return sum(len(t.context_ids) + len(t.response_ids) for t in self.turns)
+
+    # ---------------------------------------------------------------- token views
+    def sequences(self) -> list[TrainingSequence]:
+        if self.history == "full":
+            return [_sequence(self.turns)] if self.turns else []
+        return [_sequence((t,)) for t in self.turns]
+
+    def _full(self) -> TrainingSequence:
+        if self.history != "full":
+            raise ValueError("a last_k episode has one sequence per turn: use sequences()")
+        return _sequence(self.turns)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self._full().token_ids
+
+    @property
+    def loss_mask(self) -> list[int]:
+        return self._full().loss_mask
+
+    @property
+    def turn_index(self) -> list[int]:
+        return self._full().turn_index
+
+
+def _sequence(turns: tuple[Turn, ...]) -> TrainingSequence:
+    ids: list[int] = []
+    mask: list[int] = []
+    index: list[int] = []
+    logprobs: list[float] = []
+    for k, turn in enumerate(turns):
+        ids += turn.context_ids
+        mask += [0] * len(turn.context_ids)
+        index += [-1] * len(turn.context_ids)
+        logprobs += [0.0] * len(turn.context_ids)
+        ids += turn.response_ids
+        mask += [1] * len(turn.response_ids)
+        index += [k] * len(turn.response_ids)
+        logprobs += turn.sampler_logprobs
+    return TrainingSequence(ids, mask, index, logprobs, [t.reward for t in turns])

@@ -1,0 +1,146 @@
+"""The multi-turn loop through the real sandbox (CPU backend): feedback reaches the next turn,
+each stop rule ends an episode cleanly, and the two history modes give the sequences to train
+on. The policy is scripted (per-turn answers, as real tokens of the byte-level test tokenizer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from cuda_agent.agent import AgentConfig, SamplingParams, run_episodes
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.policy import testing
+
+RELU = next(t for t in builtin_tasks() if t.name == "relu")
+HONEST = f"Here it is:\n```python\n{RELU.solutions['cpu']}```"
+CHEAT = (
+    "```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    "        return torch.relu(x)\n```"
+)
+
+
+@dataclass
+class Sample:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    text: str
+    finish_reason: str
+    sampler_logprobs: list[float]
+
+
+@dataclass
+class TurnScript:
+    """Answers turn k of every episode with ``script[k]`` (the last one repeats)."""
+
+    script: list[str]
+    tokenizer: Any = field(default_factory=testing.tiny_tokenizer)
+    prompts: list[str] = field(default_factory=list)
+    fail_at_call: int = -1
+    calls: int = 0
+
+    def generate(self, prompts, *, n=1, max_new_tokens=256, **kwargs):
+        self.calls += 1
+        if self.calls - 1 == self.fail_at_call:
+            raise RuntimeError("the sampler fell over")
+        rows = []
+        for prompt in prompts:
+            text_prompt = self.tokenizer.decode(prompt)
+            self.prompts.append(text_prompt)
+            turn = text_prompt.count("<|im_start|>assistant") - 1
+            text = self.script[min(turn, len(self.script) - 1)]
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            finish = "stop"
+            if len(ids) + 1 > max_new_tokens:
+                ids, finish = ids[:max_new_tokens], "length"
+            else:
+                ids = [*ids, self.tokenizer.eos_token_id]
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            rows.append([Sample(list(prompt), ids, text, finish, [-0.1] * len(ids))] * n)
+        return rows
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    config = SandboxConfig(backend="cpu", workers=2, repeats=5, timing_budget_s=0.3)
+    with Sandbox(config) as sb:
+        yield sb
+
+
+SAMPLING = SamplingParams(n=2, max_new_tokens=4096)
+
+
+def test_a_rejected_kernel_is_fixed_on_the_next_turn_and_the_episode_stops_at_the_target(sandbox):
+    policy = TurnScript([CHEAT, HONEST, HONEST])
+    config = AgentConfig(max_turns=4, target_reward=1.0)
+    batch = run_episodes(policy, sandbox, [RELU], SAMPLING, config)
+    for episode in batch.episodes:
+        assert [t.reward for t in episode.turns] == [-1.0, episode.turns[1].reward]
+        assert episode.turns[1].reward >= 1.0 and episode.stop_reason == "target"
+        assert episode.best_turn == 1 and episode.best_reward == episode.turns[1].reward
+        first = episode.turns[0]
+        assert first.result is not None and "torch_compute" in first.result.flags
+        assert first.feedback.startswith("FAIL (rejected)") and "Fix it" in first.feedback
+    # The second turn's prompt carried the first answer and its verdict, verbatim.
+    second = policy.prompts[2]
+    assert CHEAT in second and batch.episodes[0].turns[0].feedback in second
+    assert set(batch.seconds) == {"sampling", "evaluation", "agent", "total"}
+
+
+def test_each_stop_rule_ends_an_episode(sandbox):
+    cases = [
+        (["no code here"], AgentConfig(max_turns=5, max_malformed=2), "malformed", 2),
+        ([CHEAT], AgentConfig(max_turns=5), "repeated", 2),
+        ([CHEAT, HONEST], AgentConfig(max_turns=2, target_reward=9.0), "max_turns", 2),
+    ]
+    for script, config, stop, turns in cases:
+        batch = run_episodes(TurnScript(script), sandbox, [RELU], SAMPLING, config)
+        for episode in batch.episodes:
+            assert episode.stop_reason == stop and len(episode.turns) == turns, (stop, episode)
+
+
+def test_the_token_budget_ends_an_episode_and_a_cut_answer_is_said_to_be_cut(sandbox):
+    config = AgentConfig(max_turns=30, token_budget=5000, stop_on_repeat=False, max_malformed=9)
+    sampling = SamplingParams(n=1, max_new_tokens=900)
+    batch = run_episodes(TurnScript([CHEAT]), sandbox, [RELU], sampling, config)
+    [episode] = batch.episodes
+    assert episode.stop_reason == "token_budget"
+    assert episode.n_tokens <= 5000
+    cut = [t for t in episode.turns if t.finish_reason == "length"]
+    assert cut and "cut at" in cut[0].feedback
+
+
+def test_a_policy_failure_ends_the_episodes_it_hit_and_the_batch_returns(sandbox):
+    policy = TurnScript([CHEAT, HONEST], fail_at_call=1)  # the second turn's sampling fails
+    batch = run_episodes(policy, sandbox, [RELU], SAMPLING, AgentConfig(max_turns=3))
+    for episode in batch.episodes:
+        assert episode.stop_reason == "error" and len(episode.turns) == 1
+        assert "the sampler fell over" in episode.messages[-1]["content"]
+
+
+def test_last_k_history_keeps_code_and_feedback_and_gives_a_sequence_per_turn(sandbox):
+    reasoning = "Let me think about memory coalescing first. "
+    policy = TurnScript([reasoning + CHEAT, reasoning + HONEST])
+    config = AgentConfig(max_turns=2, history="last_k", keep_last=1, target_reward=9.0)
+    batch = run_episodes(policy, sandbox, [RELU], SAMPLING, config)
+    second = policy.prompts[2]
+    assert reasoning not in second and "torch.relu(x)" in second  # code kept, reasoning dropped
+    episode = batch.episodes[0]
+    sequences = episode.sequences()
+    assert len(sequences) == 2
+    for sequence, turn in zip(sequences, episode.turns, strict=True):
+        assert sequence.token_ids == [*turn.context_ids, *turn.response_ids]
+        assert sum(sequence.loss_mask) == len(turn.response_ids)
+        assert sequence.turn_rewards == [turn.reward]
+    with pytest.raises(ValueError, match="sequences"):
+        _ = episode.token_ids
+
+
+def test_single_turn_rollouts_are_the_loop_with_one_turn(sandbox):
+    from cuda_agent.agent import rollout_single_turn
+
+    policy = TurnScript([HONEST])
+    [a, _] = rollout_single_turn(policy, sandbox, [RELU], SAMPLING)
+    assert a.reward >= 1.0 and a.prompt_ids and a.response_ids
+    assert policy.calls == 1
