@@ -4,13 +4,14 @@ on. The policy is scripted (per-turn answers, as real tokens of the byte-level t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from cuda_agent.agent import AgentConfig, SamplingParams, run_episodes
-from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.policy import testing
 
 RELU = next(t for t in builtin_tasks() if t.name == "relu")
@@ -63,7 +64,10 @@ class TurnScript:
 
 @pytest.fixture(scope="module")
 def sandbox():
-    config = SandboxConfig(backend="cpu", workers=2, repeats=5, timing_budget_s=0.3)
+    # (a work directory is a torch extension build: tens of seconds on the CPU)
+    config = SandboxConfig(
+        backend="cpu", workers=2, repeats=5, timing_budget_s=0.3, deadlines=Deadlines(load=600.0)
+    )
     with Sandbox(config) as sb:
         yield sb
 
@@ -105,10 +109,13 @@ def test_the_token_budget_ends_an_episode_and_a_cut_answer_is_said_to_be_cut(san
     sampling = SamplingParams(n=1, max_new_tokens=900)
     batch = run_episodes(TurnScript([CHEAT]), sandbox, [RELU], sampling, config)
     [episode] = batch.episodes
-    assert episode.stop_reason == "token_budget"
+    assert episode.stop_reason == "token_budget" and len(episode.turns) > 1
     assert episode.n_tokens <= 5000
-    cut = [t for t in episode.turns if t.finish_reason == "length"]
-    assert cut and "cut at" in cut[0].feedback
+    # An answer cut by the per-turn budget is told so (a shorter answer, not another one).
+    sampling = SamplingParams(n=1, max_new_tokens=50)
+    batch = run_episodes(TurnScript([CHEAT]), sandbox, [RELU], sampling, AgentConfig(max_turns=1))
+    [turn] = batch.episodes[0].turns
+    assert turn.finish_reason == "length" and "cut at 50 tokens" in turn.feedback
 
 
 def test_a_policy_failure_ends_the_episodes_it_hit_and_the_batch_returns(sandbox):
@@ -144,3 +151,67 @@ def test_single_turn_rollouts_are_the_loop_with_one_turn(sandbox):
     [a, _] = rollout_single_turn(policy, sandbox, [RELU], SAMPLING)
     assert a.reward >= 1.0 and a.prompt_ids and a.response_ids
     assert policy.calls == 1
+
+
+# ------------------------------------------------------------------------- tool protocols
+def _call(name: str, **arguments: str) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def _code(answer: str) -> str:
+    return answer.split("```python\n", 1)[1].rsplit("```", 1)[0]
+
+
+def test_tool_calls_errors_are_answered_as_tool_output_and_submit_ends_the_episode(sandbox):
+    script = [
+        '<tool_call>{"name": "evaluate", "arguments": {"code": </tool_call>',  # broken JSON
+        _call("compile_it", code="x"),  # unknown tool
+        _call("evaluate", code=_code(CHEAT)),
+        _call("profile", code=_code(HONEST)),
+        _call("submit", code=_code(HONEST)),
+    ]
+    config = AgentConfig(max_turns=8, protocol="tools", max_malformed=3, target_reward=9.0)
+    policy = TurnScript(script)
+    [episode, _] = run_episodes(policy, sandbox, [RELU], SAMPLING, config).episodes
+    kinds = [t.action for t in episode.turns]
+    assert kinds == ["malformed", "malformed", "evaluate", "profile", "submit"]
+    assert episode.stop_reason == "submitted"
+    assert "not valid JSON" in episode.turns[0].feedback
+    assert "unknown tool 'compile_it'" in episode.turns[1].feedback
+    assert [t.reward for t in episode.turns[:3]] == [-1.0, -1.0, -1.0]
+    assert "profile (CPU time inside each kernel" in episode.turns[3].feedback
+    assert "relu" in episode.turns[3].feedback
+    assert episode.turns[4].reward >= 1.0
+    # The tool outputs went back as tool messages.
+    assert [m["role"] for m in episode.messages[-2:]] == ["assistant", "tool"]
+    assert "<|im_start|>tool" in policy.prompts[-1]
+
+
+def test_malformed_tool_calls_in_a_row_end_the_episode(sandbox):
+    config = AgentConfig(max_turns=8, protocol="tools", max_malformed=2)
+    batch = run_episodes(TurnScript(["just text"]), sandbox, [RELU], SAMPLING, config)
+    assert all(e.stop_reason == "malformed" and len(e.turns) == 2 for e in batch.episodes)
+
+
+@pytest.mark.slow
+def test_a_work_directory_is_written_file_by_file_and_evaluated(sandbox):
+    from cuda_agent.kernel_sandbox.candidates import EXAMPLES, read_candidate
+
+    files = read_candidate(EXAMPLES / "workdir_cpu")
+    assert isinstance(files, dict)
+    script = [_call("write_file", path="../escape.py", content="x")]
+    script += [_call("write_file", path=p, content=t) for p, t in sorted(files.items())]
+    script += [_call("list_files"), _call("read_file", path="model_new.py"), _call("evaluate")]
+    script += [_call("submit")]
+    config = AgentConfig(max_turns=len(script), protocol="workdir", target_reward=9.0)
+    [episode, _] = run_episodes(TurnScript(script), sandbox, [RELU], SAMPLING, config).episodes
+    assert "not a relative path" in episode.turns[0].feedback
+    assert episode.turns[1].feedback.startswith("wrote ")
+    listing = episode.turns[len(files) + 1].feedback
+    assert all(p in listing for p in files)
+    assert episode.turns[len(files) + 2].feedback == files["model_new.py"]
+    evaluated = episode.turns[len(files) + 3]
+    assert evaluated.result is not None and evaluated.result.status == "ok", evaluated.feedback
+    assert evaluated.candidate == files
+    assert [t.reward for t in episode.turns[1 : len(files) + 3]] == [0.0] * (len(files) + 2)
+    assert episode.stop_reason == "submitted"

@@ -72,7 +72,7 @@ def test_rollout_rewards_follow_the_verdicts(sandbox):
     assert [t.group for t in trajectories] == [0, 0, 0, 1, 1, 1]
     assert policy.calls == [
         {"prompts": 2, "n": 3, "max_new_tokens": 64, "temperature": 1.0, "top_p": 1.0,
-         "top_k": 0, "seed": 1}
+         "seed": 1}
     ]  # fmt: skip
     honest, malformed, cheat = trajectories[:3]
     assert honest.result is not None and honest.result.status == "ok"

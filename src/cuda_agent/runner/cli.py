@@ -1,4 +1,4 @@
-"""``cuda-agent`` command line: ``cuda-agent train [options]``."""
+"""``cuda-agent`` command line: ``cuda-agent train [options]``, ``cuda-agent solve TASK``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .config import TrainConfig, presets, read_toml
+from .solve import SolveOptions
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,6 +47,29 @@ def _parser() -> argparse.ArgumentParser:
         train.add_argument(
             flag, type=kind, default=None, help=f"{help_text} (default: {field.default!r})"
         )
+    solve = sub.add_parser(
+        "solve",
+        help="run the agent on one task file (a KernelBench problem as it is), turn by turn",
+    )
+    solve.add_argument("task", help="a task file: Model, get_inputs, get_init_inputs")
+    for field in dataclasses.fields(SolveOptions):
+        if field.name == "task":
+            continue
+        help_text = {
+            "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
+            "endpoint": "an OpenAI-compatible API root (http://host:port/v1) instead of --model",
+            "api_model": "the endpoint's model name (default: the first it lists)",
+            "backend": "cpu or cuda (default: cuda when a GPU is visible)",
+            "turns": "most turns of the episode",
+            "protocol": "how answers are read: fenced (one ```python block a turn)",
+        }.get(field.name, "")
+        solve.add_argument(
+            "--" + field.name.replace("_", "-"),
+            type=type(field.default),
+            default=field.default,
+            help=f"{help_text} (default: {field.default!r})",
+        )
+    solve.add_argument("--quiet", action="store_true", help="no live display")
     return parser
 
 
@@ -61,8 +85,25 @@ def _config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**values)  # type: ignore[arg-type]
 
 
+def _solve(args: argparse.Namespace) -> int:
+    from cuda_agent.kernel_sandbox import TaskError
+    from cuda_agent.policy import ModelNotAvailableError, RemotePolicyError
+
+    from .solve import solve
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(SolveOptions)}
+    try:
+        solve(SolveOptions(**values), live=not args.quiet)
+    except (ModelNotAvailableError, TaskError, RemotePolicyError, ValueError) as exc:
+        print(f"cuda-agent: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "solve":
+        return _solve(args)
     if args.command == "train":
         from .budget import BudgetError
         from .train import train

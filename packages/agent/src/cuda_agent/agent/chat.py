@@ -31,12 +31,13 @@ class ChatTemplateError(ValueError):
 class ChatRenderer:
     """Renders prompts and message deltas with ``tokenizer``'s chat template."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]] | None = None) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ChatTemplateError(
                 "the tokenizer has no chat template; set tokenizer.chat_template (a Jinja string)"
             )
         self.tokenizer = tokenizer
+        self.tools = tools  # JSON schemas the template may render (``tools=``)
         special = set(getattr(tokenizer, "all_special_ids", []) or [])
         for token_id, added in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
             if getattr(added, "special", False):
@@ -44,8 +45,9 @@ class ChatRenderer:
         self._special = frozenset(special)
 
     def _render(self, messages: Sequence[dict[str, str]], generation: bool) -> str:
+        extra = {"tools": self.tools} if self.tools else {}
         text = self.tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=generation, tokenize=False
+            list(messages), add_generation_prompt=generation, tokenize=False, **extra
         )
         return str(text)
 

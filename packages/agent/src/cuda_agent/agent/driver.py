@@ -80,6 +80,7 @@ class _Live:
     first: list[dict[str, Any]]  # the task's first messages
     prompt: list[int] | list[dict[str, Any]]  # what the policy is given next
     context: list[int]  # tokens of ``prompt`` not yet part of a turn
+    state: Any = None  # the protocol's, for this episode
     turns: list[Turn] = field(default_factory=list)
     malformed: int = 0
     stop: str = ""
@@ -93,12 +94,14 @@ def run_episodes(
     config: AgentConfig = AgentConfig(),
     reward_fn: RewardFn = milestone_reward,
     malformed_reward: float = MilestoneValues().fail,
+    on_turn: Callable[[int, Turn], None] | None = None,
 ) -> RolloutBatch:
-    """``sampling.n`` episodes per task, ordered by task then sample."""
+    """``sampling.n`` episodes per task, ordered by task then sample. ``on_turn(episode, turn)``
+    is called as each turn is judged (a live display; its errors are not caught)."""
     started = time.perf_counter()
     spent = {"sampling": 0.0, "evaluation": 0.0}
     proto = protocol(config.protocol)
-    renderer = _renderer(policy)
+    renderer = _renderer(policy, proto.tools())
     backend = evaluator.backend
     live: list[_Live] = []
     firsts = []
@@ -108,7 +111,10 @@ def run_episodes(
         firsts.append(prompt)
         for _ in range(sampling.n):
             ids = list(prompt) if renderer else []
-            live.append(_Live(task, g, list(first), list(first), list(prompt), ids))
+            live.append(
+                _Live(task, g, list(first), list(first), list(prompt), ids, proto.new_state())
+            )
+    position = {id(e): i for i, e in enumerate(live)}
     for turn in range(config.max_turns):
         active = [e for e in live if not e.stop]
         if not active:
@@ -119,7 +125,7 @@ def run_episodes(
         if samples is None:
             continue  # every active episode ended (budget or a policy error)
         answered = [(e, s) for e, s in zip(active, samples, strict=True) if s is not None]
-        actions = [proto.parse(s.text) for _, s in answered]
+        actions = [proto.parse(s.text, e.state) for e, s in answered]
         t0 = time.perf_counter()
         results = _evaluate(
             evaluator, [(e.task, a) for (e, _), a in zip(answered, actions, strict=True)]
@@ -128,6 +134,8 @@ def run_episodes(
         for (episode, sample), action, result in zip(answered, actions, results, strict=True):
             _advance(episode, sample, action, result, proto, renderer, sampling, config, turn,
                      reward_fn, malformed_reward)  # fmt: skip
+            if on_turn is not None:
+                on_turn(position[id(episode)], episode.turns[-1])
     episodes = []
     for e in live:
         stop = e.stop or "max_turns"
@@ -140,9 +148,9 @@ def run_episodes(
     return RolloutBatch(episodes, spent)
 
 
-def _renderer(policy: Any) -> ChatRenderer | None:
+def _renderer(policy: Any, tools: list[dict[str, Any]] | None) -> ChatRenderer | None:
     tokenizer = getattr(policy, "tokenizer", None)
-    return ChatRenderer(tokenizer) if getattr(tokenizer, "chat_template", None) else None
+    return ChatRenderer(tokenizer, tools) if getattr(tokenizer, "chat_template", None) else None
 
 
 def _sample(
@@ -174,8 +182,10 @@ def _sample(
     for e in asking:
         by_room.setdefault(allowance[id(e)], []).append(e)
     for room, group in by_room.items():
-        kwargs = dict(max_new_tokens=room, temperature=sampling.temperature,
-                      top_p=sampling.top_p, top_k=sampling.top_k, seed=seed)  # fmt: skip
+        kwargs: dict[str, Any] = dict(max_new_tokens=room, temperature=sampling.temperature,
+                                      top_p=sampling.top_p, seed=seed)  # fmt: skip
+        if sampling.top_k:  # (remote endpoints take no top_k)
+            kwargs["top_k"] = sampling.top_k
         try:
             if firsts is not None and len(group) == len(active) == len(firsts) * sampling.n:
                 rows = policy.generate(firsts, n=sampling.n, **kwargs)
@@ -221,8 +231,11 @@ def _advance(
 ) -> None:
     """Record the turn, decide whether the episode goes on, and build its next prompt."""
     truncated = sampling.max_new_tokens if sample.finish_reason == "length" else None
-    reward = reward_fn(result) if result is not None else malformed_reward
-    reply = proto.reply(action, result, truncated, config.goal)
+    if result is not None:
+        reward = reward_fn(result)
+    else:  # a tool with an immediate output earns nothing either way
+        reward = malformed_reward if action.kind == "malformed" else 0.0
+    reply = proto.reply(action, result, truncated, config.goal, e.state)
     response_ids = [int(i) for i in getattr(sample, "response_ids", []) or []]
     previous = e.turns[-1].candidate if e.turns else None
     e.turns.append(
@@ -250,6 +263,7 @@ def _advance(
     elif e.malformed >= config.max_malformed:
         e.stop = "malformed"
     elif config.stop_on_repeat and action.candidate is not None and action.candidate == previous:
+        # (a tool turn between two evaluations of the same code is no repeat: it has no code)
         e.stop = "repeated"
     elif turn + 1 >= config.max_turns:
         e.stop = "max_turns"

@@ -53,3 +53,21 @@ def _speedup(value: float | None, noise: tuple[float, float] | None) -> str:
     if noise is not None and f"{noise[0]:.2f}" != f"{noise[1]:.2f}":
         text += f", noise range {noise[0]:.2f}-{noise[1]:.2f}x"
     return text
+
+
+def profile_lines(result: EvalResult) -> list[str]:
+    """Where the time went, per kernel: device time from the profiler on a GPU, the CPU time
+    of each launched kernel on the CPU backend (what the ``profile`` tool answers)."""
+    shares = result.extra.get("device_time_shares")
+    if isinstance(shares, dict) and shares.get("kernels"):
+        lines = ["profile (device time of one forward):"]
+        for name, us, kind in shares["kernels"]:
+            lines.append(f"  {float(us):9.1f} us  {kind:8s} {name}")
+        return lines
+    by_name = result.extra.get("kernel_seconds_by_name")
+    if isinstance(by_name, dict) and by_name:
+        lines = ["profile (CPU time inside each kernel, all checked calls):"]
+        for name, seconds in sorted(by_name.items(), key=lambda kv: -kv[1])[:8]:
+            lines.append(f"  {float(seconds) * 1e3:9.3f} ms  {name}")
+        return lines
+    return ["profile: no per-kernel times (the kernels did not run, or checks were off)"]

@@ -152,6 +152,7 @@ def device_time_shares(
     names = frozenset(own)
     spent: dict[str, float] = {"own": 0.0, "torch": 0.0, "library": 0.0, "foreign": 0.0}
     others: dict[str, float] = {}
+    kernels: dict[str, list[Any]] = {}  # name -> [device us, kind]
     try:
         with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
             call()
@@ -164,6 +165,8 @@ def device_time_shares(
                 continue
             kind = classify(event.key, names)
             spent[kind] += duration
+            entry = kernels.setdefault(event.key, [0.0, kind])
+            entry[0] += duration
             if kind in ("library", "foreign"):
                 others[event.key] = others.get(event.key, 0.0) + duration
     except Exception:
@@ -174,6 +177,8 @@ def device_time_shares(
     shares: dict[str, Any] = {kind: value / total for kind, value in spent.items()}
     shares["device_us"] = total
     shares["other_kernels"] = [k[:120] for k in sorted(others, key=others.__getitem__)[::-1][:3]]
+    ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:8]
+    shares["kernels"] = [[name[:120], us, kind] for name, (us, kind) in ranked]
     return shares
 
 

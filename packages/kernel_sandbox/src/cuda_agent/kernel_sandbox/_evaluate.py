@@ -42,6 +42,7 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) ->
     seconds: dict[str, float] = {}  # where the job's time went (EvalResult.extra["seconds"])
     seconds_extra: dict[str, Any] = {}  # other extra findings of the job
     trial: Trials | None = None
+    launch._seconds_by_name.clear()  # this job's kernels only
     if device.type == "cuda" and torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats(device)
     try:
@@ -245,6 +246,7 @@ def _judge_decoys(trial: Trials, model_new, inputs, cfg, extra: dict[str, Any]) 
             raise Verdict("rejected", message, flags=["foreign_kernels"])
     report, message = _decoys.host_verdict(trial.host_splits)
     extra["host_time_split"] = report
+    extra["kernel_seconds_by_name"] = launch.kernel_seconds_by_name()
     if message:
         raise Verdict("rejected", message, flags=["compute_outside_kernels"])
 

@@ -103,15 +103,27 @@ def _count_launch() -> None:
     _launches += 1
 
 
+_seconds_by_name: dict[str, float] = {}
+
+
+def kernel_seconds_by_name() -> dict[str, float]:
+    """``kernel_seconds`` split by kernel (or extension function) name."""
+    return dict(_seconds_by_name)
+
+
 def _timed(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, counted as a launch, its CPU time added to ``kernel_seconds``."""
+    """``fn(*args, **kwargs)``, counted as a launch, its CPU time added to ``kernel_seconds``
+    (and, by the name of ``fn``, to ``kernel_seconds_by_name``)."""
     global _kernel_seconds
     _count_launch()
     started = time.thread_time()
     try:
         return fn(*args, **kwargs)
     finally:
-        _kernel_seconds += time.thread_time() - started
+        spent = time.thread_time() - started
+        _kernel_seconds += spent
+        name = str(getattr(fn, "__name__", "") or getattr(fn, "name", "") or "kernel")
+        _seconds_by_name[name] = _seconds_by_name.get(name, 0.0) + spent
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -180,7 +192,7 @@ class CpuKernel:
                 converted.append(_check_tensor(self.name, param, value, "cpu").data_ptr())
             else:
                 converted.append(_CTYPES[param.kind](value))
-        _timed(self._fn, *converted)
+        _timed(self._fn, *converted)  # a ctypes function: named by its symbol
 
 
 def cpu_kernel(
