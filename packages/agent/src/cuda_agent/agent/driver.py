@@ -1,10 +1,12 @@
 """The multi-turn loop: write, evaluate, read the feedback, refine. The only place with
 concurrency.
 
-Each turn, the live episodes of a batch sample together (one ``generate`` call; the first turn
-samples ``n`` answers per task from one prompt), every usable answer goes to the sandbox at
-once (``evaluate_many``: the pool evaluates them concurrently), and each episode gets its
-reward, its feedback and its next prompt. An episode stops when its reward reaches the target,
+Each turn, the live episodes of a micro-batch sample together (one ``generate`` call; the first
+turn samples ``n`` answers per task from one prompt), its usable answers go to the sandbox at
+once (``evaluate_many`` in a background thread: the pool evaluates them concurrently) and the
+next micro-batch samples meanwhile; when a micro-batch's verdicts are in, each of its episodes
+gets its reward, its feedback and its next prompt. (``micro_batches=1``: every live episode
+samples in one call, then all are evaluated.) An episode stops when its reward reaches the target,
 at ``max_turns``, at its token budget, after ``max_malformed`` unusable answers in a row, when it
 submits the same candidate twice in a row, or when the policy or the harness fails. Single-turn
 rollouts are ``max_turns=1``.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,14 +56,17 @@ class AgentConfig:
     stop_on_repeat: bool = True  # the same candidate twice in a row ends the episode
     protocol: str = "fenced"
     goal: str = "the target is 5% faster than torch.compile"
+    # Groups split into this many micro-batches that take turns: one samples while the others'
+    # answers are evaluated (1: sample everything, then evaluate everything).
+    micro_batches: int = 2
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.keep_last < 0 or self.token_budget < 0:
             raise ValueError("max_turns must be >= 1, keep_last and token_budget >= 0")
         if self.history not in ("full", "last_k"):
             raise ValueError(f"history must be 'full' or 'last_k', not {self.history!r}")
-        if self.max_malformed < 1:
-            raise ValueError("max_malformed must be >= 1")
+        if self.max_malformed < 1 or self.micro_batches < 1:
+            raise ValueError("max_malformed and micro_batches must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -115,27 +121,49 @@ def run_episodes(
                 _Live(task, g, list(first), list(first), list(prompt), ids, proto.new_state())
             )
     position = {id(e): i for i, e in enumerate(live)}
-    for turn in range(config.max_turns):
-        active = [e for e in live if not e.stop]
-        if not active:
-            break
+    # Micro-batches of whole groups: while one samples, the others' answers are evaluated.
+    parts = max(1, min(config.micro_batches, len(tasks)))
+    chunks = [list(range(len(tasks)))[m::parts] for m in range(parts)]
+    micro = [[e for e in live if e.group in chunk] for chunk in chunks]
+    micro_firsts = [[firsts[g] for g in chunk] for chunk in chunks]
+    turn_of = [0] * parts
+    pending: dict[int, tuple[Future[list[EvalResult | None]], list[Any], list[Action]]] = {}
+
+    def resolve(m: int) -> None:
+        future, answered, actions = pending.pop(m)
         t0 = time.perf_counter()
-        samples = _sample(policy, active, firsts if turn == 0 else None, sampling, config, turn)
-        spent["sampling"] += time.perf_counter() - t0
-        if samples is None:
-            continue  # every active episode ended (budget or a policy error)
-        answered = [(e, s) for e, s in zip(active, samples, strict=True) if s is not None]
-        actions = [proto.parse(s.text, e.state) for e, s in answered]
-        t0 = time.perf_counter()
-        results = _evaluate(
-            evaluator, [(e.task, a) for (e, _), a in zip(answered, actions, strict=True)]
-        )
-        spent["evaluation"] += time.perf_counter() - t0
+        results = future.result()
+        spent["evaluation"] += time.perf_counter() - t0  # waited for, not overlapped
         for (episode, sample), action, result in zip(answered, actions, results, strict=True):
-            _advance(episode, sample, action, result, proto, renderer, sampling, config, turn,
-                     reward_fn, malformed_reward)  # fmt: skip
+            _advance(episode, sample, action, result, proto, renderer, sampling, config,
+                     turn_of[m] - 1, reward_fn, malformed_reward)  # fmt: skip
             if on_turn is not None:
                 on_turn(position[id(episode)], episode.turns[-1])
+
+    with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="cuda-agent-eval") as pool:
+        while True:
+            progressed = False
+            for m in range(parts):
+                if m in pending:
+                    resolve(m)
+                active = [e for e in micro[m] if not e.stop]
+                if not active or turn_of[m] >= config.max_turns:
+                    continue
+                progressed = True
+                turn = turn_of[m]
+                turn_of[m] += 1
+                t0 = time.perf_counter()
+                shared = micro_firsts[m] if turn == 0 else None
+                samples = _sample(policy, active, shared, sampling, config, turn)
+                spent["sampling"] += time.perf_counter() - t0
+                if samples is None:
+                    continue  # every active episode ended (budget or a policy error)
+                answered = [(e, x) for e, x in zip(active, samples, strict=True) if x is not None]
+                actions = [proto.parse(x.text, e.state) for e, x in answered]
+                jobs = [(e.task, a) for (e, _), a in zip(answered, actions, strict=True)]
+                pending[m] = (pool.submit(_evaluate, evaluator, jobs), answered, actions)
+            if not progressed and not pending:
+                break
     episodes = []
     for e in live:
         stop = e.stop or "max_turns"

@@ -100,7 +100,7 @@ def rollout_single_turn(
         evaluator,
         tasks,
         sampling,
-        AgentConfig(max_turns=1),
+        AgentConfig(max_turns=1, micro_batches=1),  # one generate call for the batch
         reward_fn=reward_fn,
         malformed_reward=malformed_reward,
     )
