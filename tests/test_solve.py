@@ -71,3 +71,25 @@ def test_solve_refuses_a_missing_task_and_a_bad_backend(tmp_path: Path) -> None:
     task.write_text(KERNELBENCH_STYLE)
     bad = _solve(str(task), "--backend", "tpu", "--quiet")
     assert bad.returncode == 2 and "--backend must be cpu or cuda" in bad.stderr
+
+
+def test_solve_drives_an_openai_compatible_endpoint(tmp_path: Path) -> None:
+    # A real `transformers serve` on loopback (the tiny random model): the agent talks to it in
+    # chat messages, and the episode is written as with a local model.
+    import pytest
+
+    from cuda_agent.policy import testing
+
+    missing = testing.missing_serving_extras()
+    if missing:
+        pytest.skip(f"transformers serving extras not installed: {', '.join(missing)}")
+    task = tmp_path / "relu.py"
+    task.write_text(KERNELBENCH_STYLE)
+    out = tmp_path / "out"
+    with testing.serve_tiny_model(tmp_path / "server") as (base_url, _, _):
+        done = _solve(str(task), "--endpoint", base_url, "--turns", "2", "--max-new-tokens", "16",
+                      "--backend", "cpu", "--out", str(out), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    episode = json.loads((out / "episode.json").read_text())
+    assert len(episode["turns"]) == 2 and episode["stop_reason"] == "malformed"
+    assert all(turn["response"] for turn in episode["turns"])  # the server's answers

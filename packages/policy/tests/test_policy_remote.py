@@ -8,17 +8,11 @@ a port nobody listens on, a socket that never answers, and a small stub for malf
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -56,72 +50,14 @@ def _log_tail(path: Path, chars: int = 3000) -> str:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """(base_url, model id, model dir) of a `transformers serve` subprocess on loopback."""
-    missing = [name for name in SERVING_EXTRAS if importlib.util.find_spec(name) is None]
+    missing = testing.missing_serving_extras()
     if missing:
         pytest.skip(f"transformers serving extras not installed: {', '.join(missing)}")
-
-    root = tmp_path_factory.mktemp("remote")
-    model_dir = testing.save_tiny_model(root / "tiny-llama")
-    # `transformers serve` only turns sampling on through the model's generation config
-    # (temperature > 0 alone leaves do_sample False, i.e. greedy); temperature 0 turns it off.
-    config_path = model_dir / "generation_config.json"
-    generation_config = json.loads(config_path.read_text())
-    generation_config["do_sample"] = True
-    config_path.write_text(json.dumps(generation_config))
-
-    port = _free_port()
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-        "HF_HOME": str(root / "hf_home"),
-        "CUDA_VISIBLE_DEVICES": "",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "transformers.cli.transformers",
-        "serve",
-        str(model_dir),  # force_model: preloaded, and the only model the server answers for
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--device",
-        "cpu",
-    ]
-    log_path = root / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(
-                    f"transformers serve exited with {process.returncode}:\n{_log_tail(log_path)}"
-                )
-            try:
-                with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (OSError, urllib.error.URLError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"transformers serve not ready after {STARTUP_TIMEOUT_S:g} s:\n{_log_tail(log_path)}"
-                )
-            time.sleep(0.25)
-        yield base_url, str(model_dir), model_dir
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        with testing.serve_tiny_model(tmp_path_factory.mktemp("remote")) as found:
+            yield found
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")

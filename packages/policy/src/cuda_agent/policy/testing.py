@@ -2,12 +2,15 @@
 
 ``tiny_tokenizer()`` is a byte-level BPE tokenizer (any text round-trips) with a ChatML chat
 template; ``tiny_llama(...)`` a seeded, randomly initialised ``LlamaForCausalLM`` sized for it;
-``save_tiny_model(path)`` writes both as a directory that ``PolicyConfig(model=path)`` loads.
+``save_tiny_model(path)`` writes both as a directory that ``PolicyConfig(model=path)`` loads;
+``serve_tiny_model(root)`` serves that model from a real ``transformers serve`` on loopback.
 Architectures of real size (for benchmarks) come from ``tiny_llama(**config_overrides)``.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +101,90 @@ def numbered_tokenizer(vocab_size: int) -> Any:
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return _chatml_tokenizer(backend, unk_token="<|endoftext|>")
+
+
+SERVING_EXTRAS = ("fastapi", "uvicorn", "openai", "pydantic")
+
+
+def missing_serving_extras() -> list[str]:
+    """The packages ``transformers serve`` needs that are not installed."""
+    import importlib.util
+
+    return [name for name in SERVING_EXTRAS if importlib.util.find_spec(name) is None]
+
+
+@contextlib.contextmanager
+def serve_tiny_model(
+    root: Path, startup_timeout_s: float = 120.0
+) -> Iterator[tuple[str, str, Path]]:
+    """A real OpenAI-compatible server on loopback: ``transformers serve`` in a subprocess,
+    fully offline, serving ``save_tiny_model(root / "tiny-llama")`` with sampling on. Yields
+    (base_url, model id, model dir); stops the server on exit. Raises RuntimeError when it
+    exits or is not ready in time (with its log's tail)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    model_dir = save_tiny_model(root / "tiny-llama")
+    # `transformers serve` only turns sampling on through the model's generation config
+    # (temperature > 0 alone leaves do_sample False, i.e. greedy); temperature 0 turns it off.
+    config_path = model_dir / "generation_config.json"
+    generation_config = json.loads(config_path.read_text())
+    generation_config["do_sample"] = True
+    config_path.write_text(json.dumps(generation_config))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+        "HF_HOME": str(root / "hf_home"),
+        "CUDA_VISIBLE_DEVICES": "",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    command = [
+        sys.executable, "-m", "transformers.cli.transformers", "serve",
+        str(model_dir),  # force_model: preloaded, and the only model the server answers for
+        "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+    ]  # fmt: skip
+    log_path = root / "server.log"
+
+    def tail() -> str:
+        return log_path.read_text(errors="replace")[-3000:] if log_path.exists() else "(no log)"
+
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"transformers serve exited with {process.returncode}:\n{tail()}"
+                )
+            try:
+                with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except (OSError, urllib.error.URLError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"transformers serve not ready after {startup_timeout_s:g} s:\n{tail()}"
+                )
+            time.sleep(0.25)
+        yield base_url, str(model_dir), model_dir
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
