@@ -15,7 +15,7 @@ turns on kept tokens and is -1 elsewhere (``rl_core.turn_index_from_loss_mask``'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from cuda_agent.kernel_sandbox import EvalResult
@@ -37,8 +37,7 @@ class Turn:
     result: EvalResult | None
     reward: float
     feedback: str  # the message the next turn reads (also kept for the last turn)
-    action: str = "evaluate"  # what the protocol made of the answer (evaluate, submit, malformed)
-    seconds: dict[str, float] = field(default_factory=dict)  # sampling, evaluation
+    action: str = "evaluate"  # evaluate, profile, submit, tool (a file tool), malformed
 
 
 @dataclass(frozen=True)
