@@ -232,7 +232,7 @@ def test_a_three_turn_episode_of_the_embedded_model_is_scored_as_it_was_sampled(
     from cuda_agent.policy import Policy, PolicyConfig
 
     policy = Policy.load(PolicyConfig(device="cpu"))
-    config = AgentConfig(max_turns=3, max_malformed=3, stop_on_repeat=False)
+    config = AgentConfig(max_turns=3, max_malformed=4, stop_on_repeat=False)
     sampling = SamplingParams(n=1, max_new_tokens=96, temperature=1.0, seed=3)
     batch = run_episodes(policy, sandbox, [RELU], sampling, config)
     [episode] = batch.episodes
