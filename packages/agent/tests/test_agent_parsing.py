@@ -65,3 +65,20 @@ def test_feedback_lines():
     assert "eager 2 ms (2.00x, noise range 1.73-2.33x)" in feedback(noisy)
     flagged = EvalResult(status="ok", flags=("no_custom_kernel",), candidate_time_ms=1.0)
     assert feedback(flagged).startswith("FAIL (ok)") and "no_custom_kernel" in feedback(flagged)
+
+
+def test_profile_lines_read_the_gpu_profile_and_the_cpu_kernel_times():
+    from cuda_agent.agent.feedback import profile_lines
+
+    gpu = EvalResult(
+        status="ok",
+        extra={"device_time_shares": {"kernels": [["relu_kernel(float*)", 812.5, "own"],
+                                                  ["Memset (Device)", 3.0, "torch"]]}},
+    )  # fmt: skip
+    lines = profile_lines(gpu)
+    assert lines[0].startswith("profile (device time") and "relu_kernel(float*)" in lines[1]
+    assert "812.5 us" in lines[1] and "own" in lines[1]
+    cpu = EvalResult(status="ok", extra={"kernel_seconds_by_name": {"relu": 0.002, "pack": 0.01}})
+    lines = profile_lines(cpu)
+    assert "pack" in lines[1] and "relu" in lines[2]  # the slowest first
+    assert "no per-kernel times" in profile_lines(EvalResult(status="ok"))[0]
