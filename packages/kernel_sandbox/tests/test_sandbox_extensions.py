@@ -126,3 +126,45 @@ def test_candidates_sharing_an_extension_name_each_run_their_own(relu, tmp_path,
         assert verdicts == ["ok", "incorrect", "ok", "ok", "incorrect", "ok"], verdicts
         verdicts = [sandbox.evaluate(relu, c).status for c in (zero_files, files, zero_files)]
         assert verdicts == ["incorrect", "ok", "incorrect"], verdicts
+
+
+LOAD_CANDIDATE = r'''
+import os
+import torch
+from torch import nn
+from torch.utils.cpp_extension import load
+
+SOURCE = """
+#include <torch/extension.h>
+torch::Tensor relu_cpu(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("relu_cpu", &relu_cpu); }
+"""
+path = os.path.join(os.getcwd(), "relu_file.cpp")  # the job's own work directory
+with open(path, "w") as handle:
+    handle.write(SOURCE)
+ext = load(name="relu_file_ext", sources=[path], extra_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_cpu(x.contiguous())
+'''
+
+
+def test_candidates_sharing_a_load_name_each_run_their_own(relu, tmp_path, monkeypatch):
+    # load(name=..., sources=[files]) with the same name and other file contents, both orders.
+    # (Static checks off: the candidate writes its source file with open().)
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    config = SandboxConfig(
+        backend="cpu", workers=1, repeats=3, static_checks=False, deadlines=Deadlines(load=400.0)
+    )
+    with Sandbox(config) as sandbox:
+        candidates = (_zero_out(LOAD_CANDIDATE), LOAD_CANDIDATE, _zero_out(LOAD_CANDIDATE))
+        verdicts = [sandbox.evaluate(relu, c).status for c in candidates]
+    assert verdicts == ["incorrect", "ok", "incorrect"], verdicts

@@ -152,18 +152,7 @@ def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]
         size = os.fstat(fd).st_size
     except OSError as exc:
         raise ExchangeError(f"the exchange file is unusable: {exc}") from None
-    layout = []
-    for i, m in enumerate(meta):
-        dtype, shape, offset = _checked(m, size)
-        if m["device"] != str(device):
-            raise ExchangeError(f"output {i} is on {m['device']}, expected {device}")
-        count = 1
-        for s in shape:
-            count *= s
-        nbytes = count * dtype.itemsize
-        if offset + nbytes > size:
-            raise ExchangeError("the exchange file is shorter than its description")
-        layout.append((dtype, shape, offset, nbytes))
+    layout = _layout(meta, size, device, "the exchange file")
     end = max((o + n for _, _, o, n in layout), default=0)
     if end == 0:
         return [torch.empty(s, dtype=d, device=device) for d, s, _, _ in layout]
@@ -194,8 +183,16 @@ def _read_device(meta: list[Any], device: torch.device) -> list[torch.Tensor]:
         view = _device_exchange.owned_view(tokens.pop() if len(tokens) == 1 else None)
     except _device_exchange.DeviceExchangeError as exc:
         raise ExchangeError(str(exc)) from None
-    size = view.numel()
-    tensors = []
+    layout = _layout(meta, view.numel(), device, "the device buffer")
+    return [view[o : o + n].view(d).reshape(s) for d, s, o, n in layout]
+
+
+def _layout(
+    meta: list[Any], size: int, device: torch.device, where: str
+) -> list[tuple[torch.dtype, list[int], int, int]]:
+    """(dtype, shape, offset, bytes) of each described output, checked against ``size``
+    bytes of ``where`` (the description comes from an untrusted process)."""
+    layout = []
     for i, m in enumerate(meta):
         dtype, shape, offset = _checked(m, size)
         if m["device"] != str(device):
@@ -205,9 +202,9 @@ def _read_device(meta: list[Any], device: torch.device) -> list[torch.Tensor]:
             count *= s
         nbytes = count * dtype.itemsize
         if offset % 64 or offset + nbytes > size:
-            raise ExchangeError("the device buffer is shorter than its description")
-        tensors.append(view[offset : offset + nbytes].view(dtype).reshape(shape))
-    return tensors
+            raise ExchangeError(f"{where} is shorter than its description")
+        layout.append((dtype, shape, offset, nbytes))
+    return layout
 
 
 def _copy_out(raw: torch.Tensor, dtype: torch.dtype, shape: list[int], device: torch.device):
