@@ -30,6 +30,10 @@ def group_normalized_advantages(
     """
     rewards_gn = rewards_gn.detach()
     centred_gn = rewards_gn - rewards_gn.mean(dim=-1, keepdim=True)
+    # Exactly zero where a group's rewards are all equal: the mean of equal floats can differ
+    # from them by a rounding error (2.6992 three times: 4e-10 off in float64).
+    equal_g1 = (rewards_gn == rewards_gn[..., :1]).all(dim=-1, keepdim=True)
+    centred_gn = torch.where(equal_g1, torch.zeros_like(centred_gn), centred_gn)
     if not scale:
         return centred_gn
     std_g1 = rewards_gn.std(dim=-1, keepdim=True, correction=0)
