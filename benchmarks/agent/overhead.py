@@ -16,22 +16,12 @@ import datetime as dt
 import json
 import os
 import platform
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent import AgentConfig, SamplingParams, run_episodes
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
-from cuda_agent.policy import Policy, PolicyConfig
-
-
-@dataclass
-class _Sample:
-    prompt_ids: list[int]
-    response_ids: list[int]
-    text: str
-    finish_reason: str
-    sampler_logprobs: list[float]
+from cuda_agent.policy import Policy, PolicyConfig, Sample
 
 
 class Scripted:
@@ -48,7 +38,7 @@ class Scripted:
             answer = f"```python\n{self.answers[name]}```"
             ids = [*self.tokenizer.encode(answer, add_special_tokens=False),
                    self.tokenizer.eos_token_id]  # fmt: skip
-            rows.append([_Sample(list(prompt), ids, answer, "stop", [0.0] * len(ids))] * n)
+            rows.append([Sample(list(prompt), ids, answer, "stop", [0.0] * len(ids))] * n)
         return rows
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from cuda_agent.agent import AgentConfig, SamplingParams, run_episodes
 from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, builtin_tasks
-from cuda_agent.policy import testing
+from cuda_agent.policy import Sample, testing
 
 RELU = next(t for t in builtin_tasks() if t.name == "relu")
 HONEST = f"Here it is:\n```python\n{RELU.solutions['cpu']}```"
@@ -20,15 +20,6 @@ CHEAT = (
     "```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
     "        return torch.relu(x)\n```"
 )
-
-
-@dataclass
-class Sample:
-    prompt_ids: list[int]
-    response_ids: list[int]
-    text: str
-    finish_reason: str
-    sampler_logprobs: list[float]
 
 
 @dataclass

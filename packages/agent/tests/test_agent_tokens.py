@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from cuda_agent.agent import AgentConfig, ChatRenderer, SamplingParams, run_episodes
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
-from cuda_agent.policy import testing
+from cuda_agent.policy import Sample, testing
 
 _QWEN_HEAD = (
     "{% if messages[0]['role'] == 'system' %}"
@@ -126,15 +126,6 @@ def test_an_answer_cut_by_the_budget_gets_its_turn_closed(smollm2):
 
 
 # ------------------------------------------------------------------ the loop, on real tokens
-@dataclass
-class Sample:
-    prompt_ids: list[int]
-    response_ids: list[int]
-    text: str
-    finish_reason: str
-    sampler_logprobs: list[float]
-
-
 @dataclass
 class ScriptedPolicy:
     """Answers with scripted texts as real tokens of ``tokenizer``, some of them in a

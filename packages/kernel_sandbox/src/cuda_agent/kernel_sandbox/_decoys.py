@@ -43,6 +43,8 @@ from typing import Any
 
 import torch
 
+from .launch import IDENTIFIER
+
 OUTSIDE_FLOOR_S = 150e-6
 OUTSIDE_SHARE = 0.5
 CALL_ALLOWANCE_S = 3e-6
@@ -110,7 +112,6 @@ _LIBRARY = (
     "ampere_",
     "hopper_",
 )
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TEMPLATE = re.compile(r"<[^<>]*>")
 
 
@@ -123,7 +124,7 @@ def base_name(kernel: str) -> str:
         if shorter == text:
             break
         text = shorter
-    words = _IDENTIFIER.findall(text.split("(")[0])
+    words = IDENTIFIER.findall(text.split("(")[0])
     return words[-1] if words else ""
 
 

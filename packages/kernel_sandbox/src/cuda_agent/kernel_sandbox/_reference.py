@@ -73,7 +73,7 @@ def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torc
     try:
         return _expected_once(request, home)
     except _task_runtime.TaskFailure as exc:
-        if not request["device"].startswith("cuda") or "out of memory" not in str(exc):
+        if not request["device"].startswith("cuda") or not _task_runtime.is_out_of_memory(exc):
             raise
     release_caches()
     return _expected_once(request, home)

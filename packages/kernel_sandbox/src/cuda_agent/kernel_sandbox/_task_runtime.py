@@ -196,7 +196,8 @@ def cache_budget(device: torch.device) -> int:
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """A CUDA out-of-memory error, from PyTorch's allocator or from an extension."""
+    """A CUDA out-of-memory error, from PyTorch's allocator or from an extension (also when
+    wrapped, as a ``TaskFailure`` carrying its message)."""
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc)
 
 

@@ -180,7 +180,7 @@ class Trials:
             try:
                 return _task_runtime.draw_inputs(self.task, self.device, seed, distribution)
             except TaskFailure as exc:
-                if self.device.type != "cuda" or "out of memory" not in str(exc):
+                if self.device.type != "cuda" or not _task_runtime.is_out_of_memory(exc):
                     raise reference_failed(exc) from None
                 if attempt == 2:
                     raise Verdict(

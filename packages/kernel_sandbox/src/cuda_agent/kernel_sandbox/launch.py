@@ -126,14 +126,14 @@ def _timed(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _seconds_by_name[name] = _seconds_by_name.get(name, 0.0) + spent
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C / C++ / Python identifier
 
 
 def _register_sources(*texts: str) -> None:
     """Record the identifiers of C++ / CUDA sources the candidate built (its kernels' names
     are among them)."""
     for text in texts:
-        _kernel_names.update(_IDENTIFIER.findall(text))
+        _kernel_names.update(IDENTIFIER.findall(text))
 
 
 def _check_tensor(kernel: str, param: Param, value: Any, device_type: str) -> torch.Tensor:
