@@ -184,6 +184,29 @@ def test_compute_outside_the_launched_kernels_is_rejected(unchecked, relu):
     assert split["outside_s"] < split["total_s"]
 
 
+def test_copies_do_not_dilute_a_decoys_time_outside_its_kernels(unchecked, relu):
+    # Copies are allowed operators, and a copy that waits for the device is CPU time: a decoy
+    # padding its forward with them must not fall under the share.
+    from cuda_agent.kernel_sandbox._decoys import HostSplit, host_verdict
+
+    padded = HostSplit(total=40e-3, kernels=1e-5, ops=25e-3, calls=4)  # 15 ms of NumPy
+    assert "outside its kernels" in host_verdict([padded])[1]
+    honest = HostSplit(total=40e-3, kernels=15e-3, ops=25e-3, calls=4)
+    assert host_verdict([honest])[1] == ""
+    show = "touch = cpu_kernel('void touch(float* out, long n) { out[0] = 0.f; }', 'touch')\n"
+    decoy = _candidate(
+        "scratch = torch.empty(1)\ntouch(scratch, 1)\n"
+        "pad = [x.clone() for _ in range(40)]\n"
+        "return torch.from_numpy(numpy.maximum(x.numpy(), 0))",
+        prelude="import numpy\n" + show,
+    )
+    result = unchecked.evaluate(relu, decoy)
+    assert result.status == "rejected" and "compute_outside_kernels" in result.flags, (
+        result.message,
+        result.extra.get("host_time_split"),
+    )
+
+
 def test_kernel_names_are_read_from_demangled_profiler_names():
     from cuda_agent.kernel_sandbox._decoys import base_name, classify
 
