@@ -255,3 +255,44 @@ def test_batch_normalized_advantages_are_white_over_kept_tokens(
     torch.testing.assert_close(
         batch_normalized_advantages(padded, padded_mask, eps=0.0)[:, : mask.shape[1]], normalized
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-5, 5, allow_nan=False, width=32), min_size=1, max_size=6),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_masked_group_advantages_equal_each_group_on_its_own(groups: list[list[float]]) -> None:
+    # Groups of different sizes padded to one width with a mask get exactly the advantages
+    # each group gets alone; the padding gets 0.
+    width = max(len(g) for g in groups)
+    rewards = torch.full((len(groups), width), 123.0, dtype=torch.float64)
+    mask = torch.zeros(len(groups), width, dtype=torch.bool)
+    for i, g in enumerate(groups):
+        rewards[i, : len(g)] = torch.tensor(g, dtype=torch.float64)
+        mask[i, : len(g)] = True
+    for scale in (True, False):
+        masked = group_normalized_advantages(rewards, scale=scale, mask_gn=mask)
+        for i, g in enumerate(groups):
+            alone = group_normalized_advantages(torch.tensor([g], dtype=torch.float64), scale=scale)
+            torch.testing.assert_close(masked[i, : len(g)], alone[0])
+            assert bool((masked[i, len(g) :] == 0).all())
+    loo = leave_one_out_advantages(rewards, mask_gn=mask)
+    for i, g in enumerate(groups):
+        if len(g) >= 2:
+            alone = leave_one_out_advantages(torch.tensor([g], dtype=torch.float64))
+            torch.testing.assert_close(loo[i, : len(g)], alone[0])
+        else:
+            assert bool((loo[i] == 0).all())
+
+
+def test_masked_group_advantages_by_hand() -> None:
+    rewards = torch.tensor([[1.0, 3.0, 99.0], [2.0, 2.0, 5.0]])
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    out = group_normalized_advantages(rewards, scale=False, mask_gn=mask)
+    torch.testing.assert_close(out, torch.tensor([[-1.0, 1.0, 0.0], [-1.0, -1.0, 2.0]]))
+    loo = leave_one_out_advantages(rewards, mask_gn=mask)
+    torch.testing.assert_close(loo, torch.tensor([[-2.0, 2.0, 0.0], [-1.5, -1.5, 3.0]]))

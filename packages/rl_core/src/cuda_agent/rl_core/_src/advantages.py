@@ -14,7 +14,11 @@ from cuda_agent.rl_core._src.scan import reverse_discounted_cumsum
 
 
 def group_normalized_advantages(
-    rewards_gn: torch.Tensor, eps: float = 1e-6, scale: bool = True
+    rewards_gn: torch.Tensor,
+    eps: float = 1e-6,
+    scale: bool = True,
+    *,
+    mask_gn: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Group-relative advantages of GRPO (DeepSeekMath, arXiv 2402.03300), shape of the input.
 
@@ -27,20 +31,36 @@ def group_normalized_advantages(
     size, and a group whose rewards are all equal (including a group of one) gets all-zero
     advantages, since nothing in it is better than its peers. Dr. GRPO drops the division
     because it up-weights prompts whose rewards barely vary (too easy or too hard).
+
+    `mask_gn` (bool, shape of `rewards_gn`): groups of different sizes padded to one width,
+    e.g. the turns of a group's multi-turn episodes (Kevin normalises every turn's return
+    against all turns of its group, arXiv 2507.11948). The mean and std are then over the kept
+    entries (`n_g = sum_i m_gi`), and masked-out entries get 0.
     """
     rewards_gn = rewards_gn.detach()
-    centred_gn = rewards_gn - rewards_gn.mean(dim=-1, keepdim=True)
+    if mask_gn is None:
+        kept_gn = torch.ones_like(rewards_gn, dtype=torch.bool)
+    else:
+        kept_gn = check_mask(rewards_gn, mask_gn)
+    rewards_gn = torch.where(kept_gn, rewards_gn, 0)
+    count_g1 = kept_gn.sum(dim=-1, keepdim=True).clamp(min=1)
+    mean_g1 = rewards_gn.sum(dim=-1, keepdim=True) / count_g1
+    centred_gn = torch.where(kept_gn, rewards_gn - mean_g1, 0)
     # Exactly zero where a group's rewards are all equal: the mean of equal floats can differ
     # from them by a rounding error (2.6992 three times: 4e-10 off in float64).
-    equal_g1 = (rewards_gn == rewards_gn[..., :1]).all(dim=-1, keepdim=True)
+    high_g1 = torch.where(kept_gn, rewards_gn, -torch.inf).amax(dim=-1, keepdim=True)
+    low_g1 = torch.where(kept_gn, rewards_gn, torch.inf).amin(dim=-1, keepdim=True)
+    equal_g1 = ~(high_g1 > low_g1)
     centred_gn = torch.where(equal_g1, torch.zeros_like(centred_gn), centred_gn)
     if not scale:
         return centred_gn
-    std_g1 = rewards_gn.std(dim=-1, keepdim=True, correction=0)
+    std_g1 = (centred_gn.square().sum(dim=-1, keepdim=True) / count_g1).sqrt()
     return centred_gn / (std_g1 + eps)
 
 
-def leave_one_out_advantages(rewards_gn: torch.Tensor) -> torch.Tensor:
+def leave_one_out_advantages(
+    rewards_gn: torch.Tensor, *, mask_gn: torch.Tensor | None = None
+) -> torch.Tensor:
     """RLOO advantages: each reward minus the mean of the others in its group, shape of input.
 
         A_gi = r_gi - (1 / (n - 1)) sum_{j != i} r_gj  =  n / (n - 1) * (r_gi - mean_g)
@@ -48,16 +68,25 @@ def leave_one_out_advantages(rewards_gn: torch.Tensor) -> torch.Tensor:
     Kool et al., "Buy 4 REINFORCE samples, get a baseline for free!" (ICLR workshop 2019);
     Ahmadian et al., "Back to Basics" (arXiv 2402.14740). The baseline does not depend on the
     sample it is subtracted from, so the policy gradient stays unbiased. Needs `n >= 2`.
+    With `mask_gn` the sums and `n_g` are over kept entries; a group with fewer than two kept
+    entries has no baseline and gets 0, as do masked-out entries.
     """
     group_size = rewards_gn.shape[-1]
-    if group_size < 2:
-        raise ValueError(
-            f"leave-one-out needs groups of at least 2 samples, got {group_size}; "
-            "sample more answers per prompt or use group_normalized_advantages"
-        )
     rewards_gn = rewards_gn.detach()
+    if mask_gn is None:
+        if group_size < 2:
+            raise ValueError(
+                f"leave-one-out needs groups of at least 2 samples, got {group_size}; "
+                "sample more answers per prompt or use group_normalized_advantages"
+            )
+        others_sum_gn = rewards_gn.sum(dim=-1, keepdim=True) - rewards_gn
+        return rewards_gn - others_sum_gn / (group_size - 1)
+    kept_gn = check_mask(rewards_gn, mask_gn)
+    rewards_gn = torch.where(kept_gn, rewards_gn, 0)
+    count_g1 = kept_gn.sum(dim=-1, keepdim=True)
     others_sum_gn = rewards_gn.sum(dim=-1, keepdim=True) - rewards_gn
-    return rewards_gn - others_sum_gn / (group_size - 1)
+    advantages_gn = rewards_gn - others_sum_gn / (count_g1 - 1).clamp(min=1)
+    return torch.where(kept_gn & (count_g1 >= 2), advantages_gn, 0)
 
 
 def informative_groups(rewards_gn: torch.Tensor) -> torch.Tensor:
