@@ -1,10 +1,12 @@
 """cuda_agent.agent: prompts, protocols, chat deltas and the multi-turn loop composing sandbox
 and reward around a policy."""
 
+from .batch import EpisodeBatch, collate
 from .chat import ChatRenderer, ChatTemplateError
 from .driver import AgentConfig, RolloutBatch, SamplingParams, run_episodes
-from .episode import Episode, TrainingSequence, Turn
+from .episode import Episode, TrainingSequence, Turn, episode_from_json, episode_to_json
 from .feedback import feedback
+from .filters import FilterReport, drop_reason, rejection_filter
 from .parsing import extract_candidate
 from .prompts import build_messages, system_prompt, user_prompt
 from .protocols import Action, Fenced, Protocol, protocol
@@ -22,8 +24,10 @@ __all__ = [
     "ChatRenderer",
     "ChatTemplateError",
     "Episode",
+    "EpisodeBatch",
     "EvaluatorLike",
     "Fenced",
+    "FilterReport",
     "PolicyLike",
     "Protocol",
     "RolloutBatch",
@@ -33,9 +37,14 @@ __all__ = [
     "Trajectory",
     "Turn",
     "build_messages",
+    "collate",
+    "drop_reason",
+    "episode_from_json",
+    "episode_to_json",
     "extract_candidate",
     "feedback",
     "protocol",
+    "rejection_filter",
     "rollout_single_turn",
     "run_episodes",
     "system_prompt",

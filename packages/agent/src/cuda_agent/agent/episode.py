@@ -122,3 +122,67 @@ def _sequence(turns: tuple[Turn, ...]) -> TrainingSequence:
         index += [k] * len(turn.response_ids)
         logprobs += turn.sampler_logprobs
     return TrainingSequence(ids, mask, index, logprobs, [t.reward for t in turns])
+
+
+# ------------------------------------------------------------------------- persistence
+def episode_to_json(episode: Episode) -> dict[str, Any]:
+    """A JSON-ready record of an episode: every token and reward, and of each verdict its
+    status, message, flags and times (trials and extras are not kept)."""
+
+    def verdict(r: EvalResult | None) -> dict[str, Any] | None:
+        if r is None:
+            return None
+        return {"status": r.status, "message": r.message[:2000], "task": r.task,
+                "backend": r.backend, "flags": list(r.flags),
+                "candidate_time_ms": r.candidate_time_ms, "eager_time_ms": r.eager_time_ms,
+                "compile_time_ms": r.compile_time_ms}  # fmt: skip
+
+    return {
+        "task": episode.task,
+        "group": episode.group,
+        "history": episode.history,
+        "stop_reason": episode.stop_reason,
+        "turns": [
+            {
+                "index": t.index,
+                "context_ids": list(t.context_ids),
+                "response_ids": list(t.response_ids),
+                "sampler_logprobs": list(t.sampler_logprobs),
+                "text": t.text,
+                "finish_reason": t.finish_reason,
+                "candidate": t.candidate,
+                "verdict": verdict(t.result),
+                "reward": t.reward,
+                "feedback": t.feedback,
+                "action": t.action,
+            }
+            for t in episode.turns
+        ],
+    }
+
+
+def episode_from_json(data: dict[str, Any]) -> Episode:
+    """The episode of ``episode_to_json``; verdicts come back with what the record kept."""
+
+    def verdict(v: dict[str, Any] | None) -> EvalResult | None:
+        if v is None:
+            return None
+        return EvalResult(**{**v, "flags": tuple(v["flags"])})
+
+    turns = tuple(
+        Turn(
+            index=t["index"],
+            context_ids=tuple(t["context_ids"]),
+            response_ids=tuple(t["response_ids"]),
+            sampler_logprobs=tuple(t["sampler_logprobs"]),
+            text=t["text"],
+            finish_reason=t["finish_reason"],
+            candidate=t["candidate"],
+            result=verdict(t["verdict"]),
+            reward=t["reward"],
+            feedback=t["feedback"],
+            action=t.get("action", "evaluate"),
+        )
+        for t in data["turns"]
+    )
+    return Episode(data["task"], data["group"], data["history"], turns, data["stop_reason"])
