@@ -2,10 +2,12 @@
 
 Layout of a run directory::
 
-    config.json        the TrainConfig
+    config.json        the resolved TrainConfig
     metrics.jsonl      one JSON object per finished step (appended, flushed)
-    state.json         progress: finished stages and RL steps, path of the latest checkpoint
-    checkpoints/<name>/  adapter (peft format) + optimizer.pt
+    state.json         progress: finished stages, steps done in each, the latest checkpoint
+    checkpoints/<name>/  adapter (peft format), value/ (the critic), optimizer.pt
+    rft/episodes.jsonl the collected episodes (rejection fine-tuning, value pre-training)
+    eval/<name>/       each evaluation's eval.json, eval.md, eval.png, per-task rows
     adapter/           the final adapter
     summary.json       written at the end
 """
@@ -23,13 +25,18 @@ from typing import Any
 @dataclass
 class RunState:
     finished_stages: list[str] = field(default_factory=list)
-    rl_steps_done: int = 0
+    stage_steps: dict[str, int] = field(default_factory=dict)  # steps done of each stage
+    rl_steps_done: int = 0  # stage_steps["rl"], kept for readers of older runs
     checkpoint: str = ""  # relative to the run directory
-    eval_before: dict[str, Any] | None = None
+    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> summary
+    eval_before: dict[str, Any] | None = None  # (older runs)
     # Bytes of metrics.jsonl that belong to finished work (None: a state from before this field).
     # A run killed after writing a record but before saving the state would otherwise leave that
     # record twice once the work is redone; resuming cuts the file back to this length.
     metrics_bytes: int | None = None
+
+    def steps_done(self, stage: str) -> int:
+        return self.stage_steps.get(stage, 0)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -8,22 +8,32 @@ import tomllib
 from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+
+from cuda_agent.rl_core import AggregationMode
+
+from .loss import ADVANTAGES
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """A training run. Defaults are the embedded default: SmolLM2-135M on the CPU backend.
 
-    Stages: evaluate (before) -> warm start (supervised on reference solutions, the reference
-    system's rejection fine-tuning in miniature) -> ``steps`` RL steps -> evaluate (after).
+    Stages (``runner/stages``), each skipped at 0 steps:
+    evaluate before (held-out and training tasks) -> warm start (supervised on reference
+    solutions) -> single-turn RL warm-up -> trajectory collection and rejection fine-tuning ->
+    value pre-training -> multi-turn agentic RL -> evaluate after.
     """
 
     out: str = ""  # empty = runs/<timestamp>
     model: str = "smollm2-135m-gguf"
     backend: str = "auto"  # sandbox backend: auto | cpu | cuda
     device: str = "auto"  # policy device
-    tasks: str = ""  # empty = the built-in task suite; else a directory or a task file
+    tasks: str = ""  # training tasks: empty = the built-in training split; else a dir or file
+    eval_tasks: str = ""  # held-out tasks: empty = the built-in held-out split; else a dir or file
+    eval_limit: int = 0  # most held-out tasks evaluated (0 = all)
+    eval_train: bool = True  # also evaluate the training tasks before and after
+    eval_turns: int = 1
     seed: int = 0
     # warm start (supervised)
     warmstart_steps: int = 24
@@ -31,43 +41,86 @@ class TrainConfig:
     warmstart_batch: int = 4
     # which reference solution the warm start teaches: compact (where a task has one) | primary
     warmstart_solutions: str = "compact"
-    # RL
-    steps: int = 2
+    # shared by the RL stages
     tasks_per_step: int = 3
     group_size: int = 4
     # answer budget in tokens; 0 = auto: fits the longest warm-start answer (budget.py)
     max_new_tokens: int = 0
     temperature: float = 1.0
-    lr: float = 2e-5
     micro_batch: int = 4
     eps_low: float = 0.2
     eps_high: float = 0.28
     max_grad_norm: float = 1.0
+    aggregation: str = "token-mean"  # rl_core.aggregate_loss mode
+    tis_max_weight: float = 2.0  # truncated importance weights against the sampler's log-probs
+    kl_coef: float = 0.0  # k3 KL to the base model (0: off)
+    updates_per_batch: int = 1  # optimizer steps per rollout batch (PPO mini-batches)
+    # single-turn RL warm-up
+    rl_warmup_steps: int = 0
+    rl_warmup_advantage: str = "grpo"
+    # trajectory collection and rejection fine-tuning
+    rft_tasks: int = 0  # training tasks whose episodes are collected (0: stage off)
+    rft_samples: int = 2
+    rft_turns: int = 2
+    rft_steps: int = 2
+    rft_lr: float = 1e-3
+    rft_batch: int = 4
+    # value pre-training on the collected episodes
+    value_steps: int = 0
+    value_lr: float = 1e-3
+    # multi-turn agentic RL
+    steps: int = 2
+    lr: float = 2e-5
+    turns: int = 1
+    history: str = "full"
+    advantage: str = "grpo"  # grpo | dr_grpo | rloo | gae (PPO with the critic)
+    turn_discount: float = 0.4  # credit across turns of the group advantages (Kevin's 0.4)
+    gae_lambda: float = 0.95
+    value_clip: float = 0.2
+    # stability bounds, checked every update; guard_action: skip (the update) | stop (the run)
+    guard_max_ratio: float = 20.0  # largest trainer / sampler importance ratio
+    guard_min_ess: float = 0.2  # effective sample size of the ratios
+    guard_min_entropy: float = 0.0  # mean token entropy (0: unchecked)
+    guard_action: str = "skip"
     # LoRA
     lora_rank: int = 16
     lora_alpha: int = 32
-    # evaluation before / after (greedy, one answer per task)
-    eval_tasks: int = 0  # 0 = all tasks
 
     def __post_init__(self) -> None:
-        positive = (
-            "tasks_per_step",
-            "group_size",
-            "micro_batch",
-            "warmstart_batch",
-        )
+        positive = ("tasks_per_step", "group_size", "micro_batch", "warmstart_batch",
+                    "eval_turns", "turns", "rft_samples", "rft_turns", "rft_batch",
+                    "updates_per_batch")  # fmt: skip
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-        for name in ("steps", "warmstart_steps", "eval_tasks", "lora_rank", "max_new_tokens"):
+        counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
+                  "rl_warmup_steps", "rft_tasks", "rft_steps", "value_steps")  # fmt: skip
+        for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
-        if self.warmstart_solutions not in ("compact", "primary"):
-            raise ValueError("--warmstart-solutions must be compact or primary")
-        if self.backend not in ("auto", "cpu", "cuda"):
-            raise ValueError("--backend must be auto, cpu or cuda")
+        choices = {
+            "warmstart_solutions": ("compact", "primary"),
+            "backend": ("auto", "cpu", "cuda"),
+            "history": ("full", "last_k"),
+            "advantage": ADVANTAGES,
+            "rl_warmup_advantage": ("grpo", "dr_grpo", "rloo"),
+            "aggregation": get_args(AggregationMode),
+            "guard_action": ("skip", "stop"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
+                    f"not {getattr(self, name)!r}"
+                )
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
+        if self.advantage == "gae" and self.history != "full":
+            raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")
+
+    @property
+    def needs_critic(self) -> bool:
+        return self.value_steps > 0 or (self.steps > 0 and self.advantage == "gae")
 
     def out_dir(self) -> Path:
         return Path(self.out or time.strftime("runs/%Y%m%d-%H%M%S"))
@@ -92,7 +145,9 @@ def read_toml(source: str) -> dict[str, Any]:
     """The settings of a preset name or a TOML file: ``{field: value}``, checked by name.
 
     A file holds ``field = value`` lines (the option names with ``_``), optionally under a
-    ``[train]`` table. Unknown names are refused with the list of known ones.
+    ``[train]`` table, or under a stage's table whose name prefixes them (``[rft] steps = 2``
+    is ``rft_steps``; ``[rl]`` holds the multi-turn RL options without a prefix). Unknown
+    names are refused with the list of known ones.
     """
     path = Path(source)
     if path.suffix == ".toml" or path.exists():
@@ -110,7 +165,17 @@ def read_toml(source: str) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{label} is not valid TOML: {exc}") from exc
-    data = data.get("train", data)
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "train" and isinstance(value, dict):
+            flat.update(value)  # [train]: option names as they are
+        elif isinstance(value, dict):
+            # a stage's table: [rft] steps = 2 is rft_steps; [rl] holds the unprefixed RL options
+            prefix = "" if key == "rl" else f"{key}_"
+            flat.update({f"{prefix}{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    data = flat
     known = {f.name: f for f in fields(TrainConfig)}
     unknown = sorted(set(data) - set(known))
     if unknown:

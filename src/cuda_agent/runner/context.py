@@ -1,0 +1,125 @@
+"""What every stage works with: the run's policy, critic, sandbox, task sets, metrics and state,
+and the one way a stage's step is committed (checkpoint, metrics line, state).
+
+A step is committed in this order: its metrics line is appended, its checkpoint written into a
+new directory, then ``state.json`` replaced; a kill before the last write leaves the previous
+state, whose ``metrics_bytes`` cuts the line again on resume, so the step is redone once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cuda_agent.kernel_sandbox import Sandbox, Task
+from cuda_agent.policy import Policy, PolicyOptimizer, ValueModel
+
+from .checkpoint import RunState, replace_dir, save_state
+from .config import TrainConfig
+
+Log = Callable[[str], None]
+
+
+class StabilityError(RuntimeError):
+    """An update left the configured stability bounds and the run was told to stop."""
+
+
+@dataclass
+class Run:
+    config: TrainConfig
+    run_dir: Path
+    policy: Policy
+    sandbox: Sandbox
+    train_tasks: list[Task]
+    heldout_tasks: list[Task]
+    metrics: Any  # RunMetrics: write(record), size(), truncate(n)
+    state: RunState
+    log: Log
+    advance: Callable[[int], None] = lambda n: None  # the progress display
+    value: ValueModel | None = None
+    optimizers: dict[str, PolicyOptimizer] = field(default_factory=dict)
+
+    @property
+    def backend(self) -> str:
+        return self.sandbox.backend
+
+    # ------------------------------------------------------------------ critic
+    def critic(self) -> ValueModel:
+        if self.value is None:
+            self.value = ValueModel.from_policy(self.policy)
+        return self.value
+
+    def optimizer(self, name: str, lr: float, critic: bool = False) -> PolicyOptimizer:
+        """The stage's optimizer, restored from the checkpoint when the stage was under way."""
+        if name not in self.optimizers:
+            params = self.critic().trainable_parameters() if critic else None
+            if params is None:
+                opt = self.policy.optimizer(lr=lr, max_grad_norm=self.config.max_grad_norm)
+            else:
+                opt = PolicyOptimizer(
+                    params,
+                    lr=lr,
+                    max_grad_norm=self.config.max_grad_norm,
+                    cpu=self.policy.device.type == "cpu",
+                )
+            path = self.run_dir / self.state.checkpoint / f"optimizer-{name}.pt"
+            if self.state.checkpoint and path.exists():
+                opt.optimizer.load_state_dict(torch.load(path, map_location="cpu"))
+            self.optimizers[name] = opt
+        return self.optimizers[name]
+
+    # ----------------------------------------------------------------- commits
+    def restore(self) -> None:
+        """Load the latest checkpoint's weights (after a kill)."""
+        if not self.state.checkpoint:
+            return
+        where = self.run_dir / self.state.checkpoint
+        self.log(f"resuming from {self.state.checkpoint}")
+        self.policy.load_adapter(where / "adapter")
+        if (where / "value").exists():
+            self.critic().load(where / "value")
+
+    def commit_step(self, stage: str, record: dict[str, Any], step: int) -> None:
+        """Record a finished step of ``stage`` and checkpoint everything it changed."""
+        self.metrics.write({"stage": stage, "step": step, **record})
+        name = f"{stage}-{step + 1}"
+        staged = self.run_dir / "checkpoints" / f".{name}.partial"
+        staged.mkdir(parents=True, exist_ok=True)
+        self.policy.save(staged / "adapter")
+        if self.value is not None:
+            self.value.save(staged / "value")
+        for key, opt in self.optimizers.items():
+            torch.save(opt.optimizer.state_dict(), staged / f"optimizer-{key}.pt")
+        replace_dir(staged, self.run_dir / "checkpoints" / name)
+        self.state.checkpoint = f"checkpoints/{name}"
+        self.state.stage_steps[stage] = step + 1
+        if stage == "rl":
+            self.state.rl_steps_done = step + 1
+        self.save()
+        self.prune()
+        self.advance(1)
+
+    def finish_stage(self, stage: str, record: dict[str, Any] | None = None) -> None:
+        if record is not None:
+            self.metrics.write({"stage": stage, **record})
+        self.state.finished_stages.append(stage)
+        self.optimizers.clear()  # the next stage starts its own
+        self.save()
+
+    def save(self) -> None:
+        self.state.metrics_bytes = self.metrics.size()
+        save_state(self.run_dir, self.state)
+
+    def prune(self) -> None:
+        """Every checkpoint but the committed one, and half-written (dot) directories, go."""
+        root = self.run_dir / "checkpoints"
+        if not root.exists():
+            return
+        for path in root.iterdir():
+            if f"checkpoints/{path.name}" != self.state.checkpoint:
+                shutil.rmtree(path, ignore_errors=True)

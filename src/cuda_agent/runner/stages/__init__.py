@@ -1,0 +1,3 @@
+"""The training stages, in the order ``train()`` runs them. Each is ``run(ctx)``: it does the
+steps its state says are left, committing each (``Run.commit_step``), and marks itself finished.
+"""

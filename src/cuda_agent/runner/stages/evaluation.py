@@ -1,0 +1,59 @@
+"""Evaluation stages: held-out (and training) tasks before and after training, with the
+reference system's metrics (``evaluate.evaluate_tasks``: pass rate, faster than eager and
+than compile, geometric-mean speedups, fast_p). Greedy, one episode of ``eval_turns`` turns per
+task; each writes ``eval/<name>/eval.json`` and resumes from the tasks it had finished.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from cuda_agent.kernel_sandbox import Task
+
+from ..context import Run
+from ..evaluate import evaluate_tasks
+
+KEYS = (
+    "pass_rate",
+    "faster_than_eager",
+    "faster_than_compile",
+    "geomean_speedup_vs_eager",
+    "geomean_speedup_vs_compile",
+    "fast_p",
+)
+
+
+def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
+    if name in ctx.state.finished_stages:
+        return ctx.state.evaluations.get(name, {})
+    config = ctx.config
+    result = evaluate_tasks(
+        ctx.policy,
+        ctx.sandbox,
+        tasks,
+        turns=config.eval_turns,
+        samples=1,
+        temperature=0.0,
+        max_new_tokens=config.max_new_tokens,
+        out_dir=ctx.run_dir / "eval" / name,
+        log=ctx.log,
+        seed=config.seed,
+        model=config.model,
+    )
+    rewards = [row.get("best_reward") for row in result["per_task"]]
+    summary = {key: result.get(key) for key in KEYS}
+    summary["mean_reward"] = (
+        statistics.fmean(r if r is not None else 0.0 for r in rewards) if rewards else None
+    )
+    summary["tasks"] = [row["task"] for row in result["per_task"]]
+    summary["per_task_reward"] = {row["task"]: row.get("best_reward") for row in result["per_task"]}
+    ctx.state.evaluations[name] = summary
+    ctx.finish_stage(name, summary)
+    ctx.advance(1)
+    ctx.log(
+        f"{name}: pass rate {summary['pass_rate']:.0%}, mean reward {summary['mean_reward']:.3f} "
+        f"over {len(rewards)} tasks"
+    )
+    return summary

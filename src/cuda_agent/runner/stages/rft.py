@@ -1,0 +1,91 @@
+"""Trajectory collection and rejection fine-tuning (``rft``).
+
+Collection (once, kept on disk in ``rft/episodes.jsonl``): ``rft_samples`` multi-turn episodes
+(up to ``rft_turns`` turns) on each of ``rft_tasks`` training tasks with the current policy.
+The rejection filter (``agent.rejection_filter``) keeps those whose best reward is above 0 and
+drops loops, malformed answers and budget cuts; the record says how many went for which reason.
+Then ``rft_steps`` supervised steps on the kept episodes' rows, the loss on the policy's own
+tokens only (the loss mask), never on prompts or feedback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+from cuda_agent.agent import Episode, collate, episode_from_json, episode_to_json, rejection_filter
+
+from ..context import Run
+from ..loss import counts, sft_loss
+from ..update import chunks
+from .rollouts import collect, episode_stats, pick_tasks
+
+STAGE = "rft"
+
+
+def episodes_path(ctx: Run) -> Path:
+    return ctx.run_dir / "rft" / "episodes.jsonl"
+
+
+def collected(ctx: Run) -> list[Episode]:
+    """The stage's episodes: read back, or collected now and written whole (atomically)."""
+    path = episodes_path(ctx)
+    if path.exists():
+        return [episode_from_json(json.loads(line)) for line in path.read_text().splitlines()]
+    config = ctx.config
+    tasks = pick_tasks(ctx, STAGE, 0, config.rft_tasks)
+    started = time.perf_counter()
+    episodes = collect(
+        ctx, tasks, config.rft_samples, config.rft_turns, config.seed * 31 + 1
+    ).episodes
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".episodes.jsonl.tmp")
+    tmp.write_text("".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
+    os.replace(tmp, path)
+    ctx.log(f"rft: collected {len(episodes)} episodes in {time.perf_counter() - started:.0f} s")
+    return episodes
+
+
+def run(ctx: Run) -> None:
+    config = ctx.config
+    episodes = collected(ctx)
+    report = rejection_filter(episodes)
+    summary = {**report.as_dict(), **episode_stats(episodes)}
+    if ctx.state.steps_done(STAGE) == 0:
+        ctx.log(
+            f"rft: kept {len(report.kept)} of {len(episodes)} episodes; dropped {report.dropped}"
+        )
+    if not report.kept:
+        ctx.log("rft: no episode was kept; fine-tuning skipped")
+        ctx.finish_stage(STAGE, {"collection": summary, "steps": 0})
+        return
+    batch = collate(report.kept)
+    optimizer = ctx.optimizer(STAGE, config.rft_lr)
+    for step in range(ctx.state.steps_done(STAGE), config.rft_steps):
+        started = time.perf_counter()
+        rng = random.Random(f"{config.seed}/rft/{step}")
+        rows = rng.sample(range(len(batch)), min(config.rft_batch, len(batch)))
+        sub_all = batch.select(rows)
+        total = counts(sub_all)
+        loss_sum = 0.0
+        ctx.policy.train()
+        for part in chunks(range(len(rows)), config.micro_batch):
+            sub = sub_all.select(part)
+            out = ctx.policy.token_logprobs(sub.prompt_ids, sub.response_ids)
+            loss = sft_loss(out.logprobs, sub.loss_mask_bt.to(out.logprobs.device), total)
+            optimizer.backward(loss)
+            loss_sum += loss.item()
+        stats = optimizer.step()
+        record = {
+            "nll": loss_sum,
+            "tokens": int(total.num_tokens),
+            "grad_norm": stats["grad_norm"],
+            "seconds": time.perf_counter() - started,
+            **({"collection": summary} if step == 0 else {}),
+        }
+        ctx.commit_step(STAGE, record, step)
+        ctx.log(f"rft step {step + 1}/{config.rft_steps}: nll/token {loss_sum:.3f}")
+    ctx.finish_stage(STAGE)

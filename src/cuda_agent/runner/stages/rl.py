@@ -1,0 +1,59 @@
+"""RL stages: the single-turn warm-up (``rl_warmup``) and multi-turn agentic RL (``rl``).
+
+Each step: ``tasks_per_step`` training tasks, ``group_size`` episodes each (one turn in the
+warm-up, up to ``turns`` in ``rl``), collated (``agent.collate``) and trained on by
+``update.update`` with the stage's advantage: group advantages with turn-level credit
+(``grpo``, ``dr_grpo``, ``rloo``) or PPO with the critic (``gae``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from cuda_agent.agent import collate
+
+from ..context import Run
+from ..update import update
+from .rollouts import collect, episode_stats, pick_tasks, throughput
+
+
+def run(ctx: Run, stage: str) -> None:
+    config = ctx.config
+    warmup = stage == "rl_warmup"
+    steps = config.rl_warmup_steps if warmup else config.steps
+    advantage = config.rl_warmup_advantage if warmup else config.advantage
+    turns = 1 if warmup else config.turns
+    optimizer = ctx.optimizer(stage, config.lr)
+    critic = critic_optimizer = None
+    if advantage == "gae":
+        critic = ctx.critic()
+        critic_optimizer = ctx.optimizer(f"{stage}-critic", config.value_lr, critic=True)
+    for step in range(ctx.state.steps_done(stage), steps):
+        started = time.perf_counter()
+        tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
+        seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
+        rollouts = collect(ctx, tasks, config.group_size, turns, seed)
+        rollout_s = time.perf_counter() - started
+        batch = collate(rollouts.episodes)
+        record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
+        if len(batch):
+            record.update(
+                update(
+                    ctx.policy,
+                    optimizer,
+                    batch,
+                    config,
+                    advantage,
+                    critic,
+                    critic_optimizer,
+                    ctx.log,
+                )
+            )
+        seconds = time.perf_counter() - started
+        record.update(throughput(rollouts, seconds), rollout_s=rollout_s, seconds=seconds)
+        ctx.commit_step(stage, record, step)
+        ctx.log(
+            f"{stage} step {step + 1}/{steps}: mean reward {record['mean_reward']:.3f}, "
+            f"pass {record['pass_rate']:.0%}, turns/episode {record['turns_per_episode']:.2f}"
+        )
+    ctx.finish_stage(stage)

@@ -1,0 +1,85 @@
+"""Episodes for a stage, and what they say: the one place the RL stages call the agent."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from cuda_agent.agent import AgentConfig, Episode, RolloutBatch, SamplingParams, run_episodes
+from cuda_agent.kernel_sandbox import Task
+
+from ..context import Run
+
+
+def pick_tasks(ctx: Run, stage: str, step: int, count: int) -> list[Task]:
+    """``count`` training tasks for ``step`` of ``stage``, the same on a resumed run."""
+    rng = random.Random(f"{ctx.config.seed}/{stage}/{step}")
+    tasks = ctx.train_tasks
+    return [tasks[i] for i in rng.sample(range(len(tasks)), min(count, len(tasks)))]
+
+
+def collect(
+    ctx: Run,
+    tasks: Sequence[Task],
+    samples: int,
+    turns: int,
+    seed: int,
+    temperature: float | None = None,
+) -> RolloutBatch:
+    config = ctx.config
+    ctx.policy.eval()
+    return run_episodes(
+        ctx.policy,
+        ctx.sandbox,
+        tasks,
+        SamplingParams(
+            n=samples,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature if temperature is None else temperature,
+            seed=seed,
+        ),
+        AgentConfig(max_turns=turns, history=config.history),  # type: ignore[arg-type]
+    )
+
+
+def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
+    """Rewards, correctness, speed and lengths of a batch of episodes (its best turns)."""
+    n = max(1, len(episodes))
+    best = [e.turns[e.best_turn] for e in episodes if e.best_turn is not None]
+    speedups = [
+        t.result.speedup_vs_eager
+        for t in best
+        if t.result is not None and t.result.correct and t.result.speedup_vs_eager
+    ]
+    turns = [t for e in episodes for t in e.turns]
+    return {
+        "mean_reward": statistics.fmean(e.best_reward or 0.0 for e in episodes)
+        if episodes
+        else 0.0,
+        "mean_turn_reward": statistics.fmean(t.reward for t in turns) if turns else 0.0,
+        "pass_rate": sum(t.result is not None and t.result.correct for t in best) / n,
+        "faster_than_eager": sum(s > 1 for s in speedups) / n,
+        "frac_parsed": sum(t.candidate is not None for t in turns) / max(1, len(turns)),
+        "frac_truncated": sum(t.finish_reason == "length" for t in turns) / max(1, len(turns)),
+        "mean_speedup_vs_eager": statistics.fmean(speedups) if speedups else None,
+        "mean_response_tokens": statistics.fmean(len(t.response_ids) for t in turns)
+        if turns
+        else 0.0,
+        "turns_per_episode": len(turns) / n,
+        "stop_reasons": {
+            r: sum(e.stop_reason == r for e in episodes)
+            for r in sorted({e.stop_reason for e in episodes})
+        },
+    }
+
+
+def throughput(batch: RolloutBatch, seconds: float) -> dict[str, float]:
+    tokens = sum(e.n_tokens for e in batch.episodes)
+    return {
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+        "sampling_s": batch.seconds.get("sampling", 0.0),
+        "evaluation_s": batch.seconds.get("evaluation", 0.0),
+    }

@@ -1,0 +1,55 @@
+"""Warm start: supervised fine-tuning on the training tasks' reference solutions.
+
+The answer format is exactly what rollouts parse: one fenced Python block with ModelNew
+(``budget.answer_text``); the run's answer budget holds the longest (``budget.py``). The loss is
+the token-mean negative log-likelihood of the answers (``loss.sft_loss``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+from ..budget import WarmStartExample
+from ..context import Run
+from ..loss import sft_loss
+from ..update import chunks, sft_step_counts
+
+STAGE = "warmstart"
+
+
+def run(ctx: Run, examples: Sequence[WarmStartExample]) -> None:
+    config = ctx.config
+    if not examples:
+        ctx.log(f"warm start skipped: no training task has a {ctx.backend} reference solution")
+        ctx.finish_stage(STAGE)
+        return
+    optimizer = ctx.optimizer(STAGE, config.warmstart_lr)
+    for step in range(ctx.state.steps_done(STAGE), config.warmstart_steps):
+        started = time.perf_counter()
+        rng = random.Random(config.seed * 7_919 + step)
+        batch = rng.sample(list(examples), min(config.warmstart_batch, len(examples)))
+        prompts = [e.prompt_ids for e in batch]
+        responses = [e.response_ids for e in batch]
+        total = sft_step_counts(responses)
+        loss_sum = 0.0
+        ctx.policy.train()
+        for part in chunks(range(len(batch)), config.micro_batch):
+            out = ctx.policy.token_logprobs(
+                [prompts[i] for i in part], [responses[i] for i in part]
+            )
+            loss = sft_loss(out.logprobs, out.mask, total)
+            optimizer.backward(loss)
+            loss_sum += loss.item()
+        stats = optimizer.step()
+        record = {
+            "nll": loss_sum,
+            "tokens": int(total.num_tokens),
+            "grad_norm": stats["grad_norm"],
+            "tasks": [e.task for e in batch],
+            "seconds": time.perf_counter() - started,
+        }
+        ctx.commit_step(STAGE, record, step)
+        ctx.log(f"warm start {step + 1}/{config.warmstart_steps}: nll/token {loss_sum:.3f}")
+    ctx.finish_stage(STAGE)

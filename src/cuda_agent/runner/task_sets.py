@@ -1,0 +1,54 @@
+"""The run's training tasks and held-out tasks, which never meet.
+
+By default the training set is the built-in starter suite and the held-out set a fixed list of
+built-in tasks whose operators the starter suite does not have (``HELDOUT``). ``--tasks`` and
+``--eval-tasks`` take a directory or file each (KernelBench directories load as they are),
+``builtin`` (every built-in task; with the default held-out set, less the held-out ones) or
+``starter``. A task in both sets, by name or by source, is refused.
+"""
+
+from __future__ import annotations
+
+from cuda_agent.kernel_sandbox import Task, builtin_tasks, load_tasks
+
+from .config import TrainConfig
+
+
+# Built-in tasks never trained on by default: elementwise activations and row reductions
+# beside the starter suite's relu, silu, gelu_tanh and row_sum, none of them in it.
+class TaskSetError(ValueError):
+    """The training and held-out sets meet."""
+
+
+HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
+
+
+def _load(source: str) -> list[Task]:
+    if source == "builtin":
+        return builtin_tasks()
+    if source == "starter":
+        return builtin_tasks("starter")
+    return load_tasks(source)
+
+
+def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
+    """(training tasks, held-out tasks) of ``config``; TaskSetError when they meet."""
+    if config.eval_tasks:
+        heldout = _load(config.eval_tasks)
+    elif not config.tasks or config.tasks in ("builtin", "starter"):
+        heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
+    else:
+        heldout = []  # a task directory of the user's and no held-out set: nothing to split
+    train = _load(config.tasks or "starter")
+    if not config.eval_tasks and config.tasks == "builtin":
+        train = [t for t in train if t.name not in HELDOUT]
+    names = {t.name for t in heldout} & {t.name for t in train}
+    sources = {t.source for t in heldout} & {t.source for t in train}
+    if names or sources:
+        both = sorted(names) or sorted(t.name for t in train if t.source in sources)
+        raise TaskSetError(
+            f"the training and held-out task sets must not meet; in both: {', '.join(both)}"
+        )
+    if config.eval_limit:
+        heldout = heldout[: config.eval_limit]
+    return train, heldout

@@ -1,0 +1,210 @@
+"""One optimizer update of the policy (and the critic) on a collated batch of episodes.
+
+Two phases. First, without gradients, over the whole batch: the critic's values, GAE
+advantages and value targets (``loss.gae``, whitened over the batch's tokens), or the group
+advantages of each turn spread over its tokens (``loss.group_advantages``); and, when the batch
+is split into several updates, the trainer's log-probs before any of them (PPO's old policy).
+Then the batch's rows go through in micro-batches with gradients; the losses of the micro-batches
+sum to the batch's (each uses the whole update's token and sequence counts), so the split does
+not change the update. Before stepping, the update's statistics are checked against the
+configured bounds (largest importance ratio between trainer and sampler, their effective sample
+size, the mean entropy): out of bounds, the update is skipped (its gradients dropped) or the run
+stopped (``StabilityError``), with the reason in the message.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from cuda_agent.agent import EpisodeBatch
+from cuda_agent.policy import PolicyOptimizer, ValueModel
+from cuda_agent.rl_core import AggregationCounts, aggregation_counts, batch_normalized_advantages
+
+from . import loss as L
+from .config import TrainConfig
+from .context import StabilityError
+
+
+def chunks(items: Sequence[int], size: int) -> list[list[int]]:
+    items = list(items)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def sft_step_counts(responses: Sequence[Sequence[int]]) -> AggregationCounts:
+    width = max((len(r) for r in responses), default=0)
+    mask = torch.zeros(len(responses), width, dtype=torch.bool)
+    for i, r in enumerate(responses):
+        mask[i, : len(r)] = True
+    return aggregation_counts(mask)
+
+
+def settings(config: TrainConfig, advantage: str | None = None) -> L.LossSettings:
+    return L.LossSettings(
+        advantage=advantage or config.advantage,
+        turn_discount=config.turn_discount,
+        gamma=1.0,
+        lam=config.gae_lambda,
+        eps_low=config.eps_low,
+        eps_high=config.eps_high,
+        aggregation=config.aggregation,
+        max_tokens=config.max_new_tokens,
+        tis_max_weight=config.tis_max_weight,
+        kl_coef=config.kl_coef,
+        value_clip=config.value_clip,
+    )
+
+
+def _values(critic: ValueModel, batch: EpisodeBatch, micro: int) -> torch.Tensor:
+    """The critic's values of every row, ``[B, T]`` at the batch's width, without gradients."""
+    out = torch.zeros(len(batch), batch.width)
+    with torch.no_grad():
+        for part in chunks(range(len(batch)), micro):
+            sub = batch.select(part)
+            values = critic.values(sub.prompt_ids, sub.response_ids).values.float().cpu()
+            out[part, : values.shape[1]] = values
+    return out
+
+
+def _logprobs(policy: Any, batch: EpisodeBatch, micro: int) -> torch.Tensor:
+    out = torch.zeros(len(batch), batch.width)
+    with torch.no_grad():
+        for part in chunks(range(len(batch)), micro):
+            sub = batch.select(part)
+            logprobs = policy.token_logprobs(sub.prompt_ids, sub.response_ids).logprobs
+            out[part, : logprobs.shape[1]] = logprobs.float().cpu()
+    return out
+
+
+def update(
+    policy: Any,
+    optimizer: PolicyOptimizer,
+    batch: EpisodeBatch,
+    config: TrainConfig,
+    advantage: str,
+    critic: ValueModel | None = None,
+    critic_optimizer: PolicyOptimizer | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Train on ``batch``; returns the statistics of the update (see the module docstring)."""
+    s = settings(config, advantage)
+    mask_all = batch.loss_mask_bt
+    record: dict[str, Any] = {}
+    old_values = returns = None
+    if advantage == "gae":
+        if critic is None or critic_optimizer is None:
+            raise ValueError("advantage 'gae' needs the critic")
+        critic.eval()
+        old_values = _values(critic, batch, config.micro_batch)
+        gae = L.gae(batch, old_values, s)
+        returns = gae.returns_bt
+        adv_bt = batch_normalized_advantages(gae.advantages_bt, mask_all)
+        record["explained_variance"] = L.value_fit(old_values, returns, mask_all)
+    else:
+        adv_bt = batch.per_row(L.group_advantages(batch, s))
+    policy.eval()
+    old_all = _logprobs(policy, batch, config.micro_batch) if config.updates_per_batch > 1 else None
+
+    sums = {"tokens": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "value_loss": 0.0}
+    ratios: list[dict[str, float]] = []
+    grad_norms: list[float] = []
+    skipped: list[str] = []
+    rows = list(range(len(batch)))
+    per_update = -(-len(rows) // config.updates_per_batch)
+    for minibatch in chunks(rows, per_update):
+        sub_all = batch.select(minibatch)
+        total = L.counts(sub_all)
+        policy.train()
+        for part in chunks(minibatch, config.micro_batch):
+            sub = batch.select(part)
+            width = sub.width
+            mask = sub.loss_mask_bt
+            out = policy.token_logprobs(sub.prompt_ids, sub.response_ids, with_entropy=True)
+            device = out.logprobs.device
+            logprobs = out.logprobs.float()
+            old = old_all[part, :width] if old_all is not None else logprobs.detach().cpu()
+            sampler = sub.sampler_logprobs_bt
+            loss, stats = L.policy_loss(
+                logprobs,
+                old.to(device),
+                sampler.to(device),
+                adv_bt[part, :width].to(device),
+                mask.to(device),
+                total,
+                s,
+            )
+            optimizer.backward(loss)
+            for key in ("tokens", "clip_fraction", "kl"):
+                sums[key] += stats[key]
+            if out.entropy is not None:
+                sums["entropy"] += float((out.entropy.float().cpu() * mask).sum())
+            ratios.append(L.ratio_stats(old, sampler, mask, s.tis_max_weight))
+            if critic is not None and critic_optimizer is not None and returns is not None:
+                assert old_values is not None
+                critic.train()
+                values = critic.values(sub.prompt_ids, sub.response_ids).values.float()
+                vloss = L.critic_loss(
+                    values,
+                    returns[part, :width].to(values.device),
+                    old_values[part, :width].to(values.device),
+                    mask.to(values.device),
+                    total,
+                    s,
+                )
+                critic_optimizer.backward(vloss)
+                sums["value_loss"] += vloss.item()
+        reason = _out_of_bounds(ratios[-len(chunks(minibatch, config.micro_batch)) :], sums, config)
+        if reason:
+            optimizer.zero_grad()
+            if critic_optimizer is not None:
+                critic_optimizer.zero_grad()
+            if config.guard_action == "stop":
+                raise StabilityError(f"update stopped: {reason} (guard_action = 'stop')")
+            log(f"update skipped: {reason}")
+            skipped.append(reason)
+            continue
+        if total.num_tokens > 0:
+            grad_norms.append(optimizer.step()["grad_norm"])
+            if critic_optimizer is not None and returns is not None:
+                critic_optimizer.step()
+    n = max(sums["tokens"], 1.0)
+    record.update(
+        trained_tokens=int(sums["tokens"]),
+        clip_fraction=sums["clip_fraction"] / n,
+        kl=sums["kl"] / n,
+        entropy=sums["entropy"] / n,
+        grad_norm=max(grad_norms) if grad_norms else 0.0,
+        updates=len(grad_norms),
+        skipped_updates=len(skipped),
+        skip_reasons=skipped,
+    )
+    if critic is not None and returns is not None:
+        record["value_loss"] = sums["value_loss"]
+    if ratios:
+        record["ratio_max"] = max(r["ratio_max"] for r in ratios)
+        record["ratio_mean"] = statistics.fmean(r["ratio_mean"] for r in ratios)
+        record["ratio_ess"] = min(r["ratio_effective_sample_size"] for r in ratios)
+        record["ratio_mismatch_kl"] = statistics.fmean(r["ratio_mismatch_kl"] for r in ratios)
+        record["ratio_fraction_above"] = statistics.fmean(r["ratio_fraction_above"] for r in ratios)
+    return record
+
+
+def _out_of_bounds(
+    ratios: list[dict[str, float]], sums: dict[str, float], config: TrainConfig
+) -> str:
+    """Why the update must not be applied ("" when it may)."""
+    if not ratios:
+        return ""
+    largest = max(r["ratio_max"] for r in ratios)
+    if largest > config.guard_max_ratio:
+        return f"an importance ratio of {largest:.3g} (bound guard_max_ratio = {config.guard_max_ratio})"
+    ess = min(r["ratio_effective_sample_size"] for r in ratios)
+    if ess < config.guard_min_ess:
+        return f"importance-ratio effective sample size {ess:.3f} (bound guard_min_ess = {config.guard_min_ess})"
+    entropy = sums["entropy"] / max(sums["tokens"], 1.0)
+    if config.guard_min_entropy and entropy < config.guard_min_entropy:
+        return f"mean entropy {entropy:.4f} (bound guard_min_entropy = {config.guard_min_entropy})"
+    return ""
