@@ -1,4 +1,5 @@
-"""``cuda-agent`` command line: ``cuda-agent train [options]``, ``cuda-agent solve TASK``."""
+"""``cuda-agent`` command line: ``cuda-agent train [options]``, ``cuda-agent solve TASK``,
+``cuda-agent eval [options]``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 from .config import TrainConfig, presets, read_toml
 from .solve import SolveOptions
@@ -26,10 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument(
         "--preset",
+        "--config",
+        dest="preset",
         metavar="NAME|FILE.toml",
         action="append",
         default=[],
-        help=f"settings from a shipped preset ({', '.join(presets())}) or a TOML file; "
+        help=f"settings from a shipped preset ({', '.join(presets())}; cpu-default when none "
+        "is given) or a TOML file; "
         "repeatable, later ones win; flags override them",
     )
     for field in dataclasses.fields(TrainConfig):
@@ -45,7 +50,10 @@ def _parser() -> argparse.ArgumentParser:
         }.get(field.name, "")
         # default None: a flag given on the command line is told apart from a preset's value
         train.add_argument(
-            flag, type=kind, default=None, help=f"{help_text} (default: {field.default!r})"
+            flag,
+            type=_boolean if kind is bool else kind,
+            default=None,
+            help=f"{help_text} (default: {field.default!r})",
         )
     solve = sub.add_parser(
         "solve",
@@ -70,13 +78,57 @@ def _parser() -> argparse.ArgumentParser:
             help=f"{help_text} (default: {field.default!r})",
         )
     solve.add_argument("--quiet", action="store_true", help="no live display")
+    _eval_parser(sub)
     return parser
+
+
+def _eval_parser(sub: Any) -> None:
+    from .eval_command import EvalOptions
+
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate a model on tasks: pass rate, fast_p, pass@k (eval.json, eval.md)",
+    )
+    help_text = {
+        "tasks": "a task directory (KernelBench level directories as they are) or file; "
+        "'builtin' = every built-in task, 'starter' = the starter suite",
+        "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file "
+        "(default: the adapter's base model, else smollm2-135m-gguf)",
+        "adapter": "a trained adapter: RUN/adapter (or the run directory RUN)",
+        "endpoint": "an OpenAI-compatible API root (http://host:port/v1) instead of --model",
+        "api_model": "the endpoint's model name (default: the first it lists)",
+        "device": "policy device: auto, cpu, cuda, cuda:1, ...",
+        "turns": "most turns of each episode",
+        "samples": "episodes per task (pass@k up to k = samples)",
+        "out": "output directory; rerun on it to resume (default runs/eval-<timestamp>)",
+        "backend": "sandbox backend: cpu, cuda or auto (cuda when a GPU is visible)",
+        "time_compile": "time torch.compile too (default: only on CUDA)",
+        "batch": "tasks that share one batch of episodes",
+    }
+    for field in dataclasses.fields(EvalOptions):
+        flag = "--" + field.name.replace("_", "-")
+        text = help_text.get(field.name, "")
+        if isinstance(field.default, bool):
+            ev.add_argument(flag, action="store_true", help=text)
+            continue
+        if "(default" not in text:
+            text = f"{text} (default: {field.default!r})".strip()
+        ev.add_argument(flag, type=type(field.default), default=field.default, help=text)
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
     """Defaults, then each preset in order, then the flags given; raises ValueError."""
     values: dict[str, object] = {}
-    for preset in args.preset:
+    for preset in args.preset or ["cpu-default"]:
         values.update(read_toml(preset))
     for field in dataclasses.fields(TrainConfig):
         given = getattr(args, field.name)
@@ -100,10 +152,31 @@ def _solve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from cuda_agent.kernel_sandbox import TaskError
+    from cuda_agent.policy import ModelNotAvailableError, RemotePolicyError
+
+    from .eval_command import EvalOptions, run_eval
+    from .evaluate import EvaluationError
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EvalOptions)}
+    try:
+        run_eval(EvalOptions(**values), progress=not args.quiet)
+    except (ModelNotAvailableError, TaskError, RemotePolicyError, ValueError) as exc:
+        print(f"cuda-agent: {exc}", file=sys.stderr)
+        return 2
+    except EvaluationError as exc:  # what was finished is kept: the same --out resumes
+        print(f"cuda-agent: {exc}; rerun with the same --out to resume", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "solve":
         return _solve(args)
+    if args.command == "eval":
+        return _eval(args)
     if args.command == "train":
         from .budget import BudgetError
         from .train import train
@@ -127,12 +200,21 @@ def main(argv: list[str] | None = None) -> int:
         from cuda_agent.kernel_sandbox import TaskError
         from cuda_agent.policy import ModelNotAvailableError
 
+        from .context import StabilityError
+        from .task_sets import TaskSetError
+
         try:
             train(config, progress=not args.quiet)
-        except (ModelNotAvailableError, TaskError, BudgetError) as exc:
+        except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
             # A user's mistake (a model or task that is not there): say what to do, no traceback.
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2
+        except StabilityError as exc:
+            print(
+                f"cuda-agent: {exc}; resume with --resume after changing the bounds",
+                file=sys.stderr,
+            )
+            return 3
     return 0
 
 

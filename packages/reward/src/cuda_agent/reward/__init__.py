@@ -1,4 +1,5 @@
-"""Pure reward functions from a kernel evaluation outcome (or a trajectory of them) to a scalar.
+"""Pure reward functions from a kernel evaluation outcome (or a trajectory of them) to a scalar,
+and the benchmark metrics over per-task outcomes (`metrics`: pass rate, fast_p, pass@k).
 
 Standard library only; reads any object satisfying the `EvalOutcome` protocol.
 """
@@ -23,21 +24,39 @@ from cuda_agent.reward._src.trajectory import (
     discounted_sum,
     last_turn,
 )
+from cuda_agent.reward.metrics import (
+    TaskOutcome,
+    fast_p,
+    faster_than,
+    geomean_speedup,
+    mean_pass_at_k,
+    pass_at_k,
+    pass_rate,
+    summary,
+)
 
 __all__ = [
     "Baseline",
     "EvalOutcome",
     "MilestoneValues",
+    "TaskOutcome",
     "TieredValues",
     "best_turn",
     "discounted_returns",
     "discounted_sum",
+    "fast_p",
+    "faster_than",
     "format_reward",
+    "geomean_speedup",
     "is_faster",
     "last_turn",
     "log_speedup_reward",
+    "mean_pass_at_k",
     "milestone_reward",
     "outcome_speedup",
+    "pass_at_k",
+    "pass_rate",
     "speedup",
+    "summary",
     "tiered_reward",
 ]

@@ -1,0 +1,139 @@
+"""``cuda-agent eval``: load the tasks, the policy (local model, a trained adapter or an
+OpenAI-compatible endpoint) and the sandbox, then ``evaluate.evaluate_tasks``.
+
+A user's mistake (tasks or adapter not there, endpoint unreachable) raises TaskError,
+ValueError, ModelNotAvailableError or RemotePolicyError before any work is done.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.kernel_sandbox import Task, TaskError, builtin_tasks, load_tasks
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    tasks: str = "starter"  # a directory, a file, "builtin" (all built-in) or "starter"
+    model: str = ""  # "" = the adapter's base model, else smollm2-135m-gguf
+    adapter: str = ""  # a directory written by Policy.save, or a run directory holding adapter/
+    endpoint: str = ""  # an OpenAI-compatible API root, instead of a local model
+    api_model: str = ""
+    device: str = "auto"
+    turns: int = 1
+    samples: int = 1
+    temperature: float = 0.0
+    max_new_tokens: int = 512
+    out: str = ""  # "" = runs/eval-<timestamp>
+    backend: str = "auto"
+    time_compile: bool = False  # False = the sandbox's default (timed on CUDA only)
+    seed: int = 0
+    batch: int = 4
+
+
+def eval_tasks_from(spec: str) -> list[Task]:
+    """The tasks ``--tasks`` names: "builtin", "starter", a task directory or a task file."""
+    if spec in ("builtin", "all"):
+        return builtin_tasks()
+    if spec == "starter":
+        return builtin_tasks("starter")
+    path = Path(spec)
+    if not path.exists():
+        raise TaskError(f"no task file or directory {spec} (or use 'builtin' or 'starter')")
+    return load_tasks(path)
+
+
+def _holds_adapter(path: Path) -> bool:
+    return (path / "adapter_config.json").is_file() or any(path.glob("*.safetensors"))
+
+
+def adapter_dir(spec: str) -> Path:
+    """The directory of the adapter ``--adapter`` names (a run directory: its ``adapter/``)."""
+    path = Path(spec)
+    if not path.is_dir():
+        raise ValueError(f"adapter directory {spec} does not exist")
+    if not _holds_adapter(path) and (path / "adapter").is_dir():
+        path = path / "adapter"
+    if not _holds_adapter(path):
+        raise ValueError(
+            f"{spec} holds no adapter (adapter_config.json or *.safetensors as Policy.save "
+            "writes them; a training run keeps its final one in RUN/adapter)"
+        )
+    return path
+
+
+def load_policy(options: EvalOptions) -> tuple[Any, str]:
+    """The policy to evaluate and its name."""
+    if options.endpoint:
+        if options.adapter:
+            raise ValueError("--adapter needs a local model: not with --endpoint")
+        from cuda_agent.policy import RemotePolicy
+
+        remote = RemotePolicy(options.endpoint, model=options.api_model or "default")
+        served = remote.models()  # also checks that the endpoint answers, before any work
+        name = options.api_model or (served[0] if served else "")
+        if not name:
+            raise ValueError(f"{options.endpoint} serves no model; name one with --api-model")
+        return RemotePolicy(options.endpoint, model=name), name
+    from cuda_agent.policy import DEFAULT_MODEL, Policy, PolicyConfig
+
+    settings: dict[str, Any] = {"model": DEFAULT_MODEL}
+    where = adapter_dir(options.adapter) if options.adapter else None
+    if where is not None and (where / "policy_config.json").is_file():
+        saved = json.loads((where / "policy_config.json").read_text())
+        known = {f.name for f in fields(PolicyConfig)}
+        settings.update({k: v for k, v in saved.items() if k in known})
+    if options.model:
+        settings["model"] = options.model
+    settings["device"] = options.device
+    policy = Policy.load(PolicyConfig(**settings))
+    if where is not None:
+        policy.load_adapter(where)
+    name = str(settings["model"]) + (f" + {where}" if where is not None else "")
+    return policy, name
+
+
+def run_eval(options: EvalOptions, progress: bool = True) -> dict[str, Any]:
+    """Evaluate as ``options`` say; returns the ``eval.json`` dict."""
+    from tqdm import tqdm
+
+    from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+
+    from .evaluate import evaluate_tasks
+
+    if options.backend not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--backend must be cpu, cuda or auto, not {options.backend!r}")
+    tasks = eval_tasks_from(options.tasks)
+    policy, name = load_policy(options)
+    out = Path(options.out or time.strftime("runs/eval-%Y%m%d-%H%M%S"))
+    config = SandboxConfig(
+        backend=options.backend,  # type: ignore[arg-type]
+        time_compile=True if options.time_compile else None,
+    )
+    log = tqdm.write
+    with Sandbox(config) as sandbox:
+        log(f"evaluating {name} on {len(tasks)} tasks ({sandbox.backend}); writing {out}")
+        result = evaluate_tasks(
+            policy,
+            sandbox,
+            tasks,
+            turns=options.turns,
+            samples=options.samples,
+            temperature=options.temperature,
+            max_new_tokens=options.max_new_tokens,
+            out_dir=out,
+            log=log,
+            seed=options.seed,
+            batch=options.batch,
+            model=name,
+            progress=progress,
+        )
+    log(
+        f"pass rate {result['pass_rate']:.1%}, faster than eager {result['faster_than_eager']:.1%}"
+        f", faster than compile {result['faster_than_compile']:.1%}; wrote {out / 'eval.md'}"
+    )
+    return result

@@ -1,0 +1,241 @@
+"""Held-out evaluation: the multi-turn agent on each task, KernelBench's metrics over the tasks.
+
+Used by ``cuda-agent eval`` (and by the trainer for held-out evaluation). Each task gets
+``samples`` episodes of up to ``turns`` turns; its best kernel is the best turn over all of
+them (highest reward; among equals a correct one, then the highest speedup over eager). Layout
+of an output directory::
+
+    eval_config.json   the settings (a resumed evaluation must use the same ones)
+    eval_tasks.jsonl   one row per finished task, appended and fsynced as each chunk finishes
+    kernels/<task>.py  the best kernel of each task that had one
+    eval.json          the summary (``cuda_agent.reward.summary``), per_task rows and config
+    eval.md, eval.png  the table and the fast_p chart (``eval_report``)
+
+An evaluation killed at any moment resumes on the same directory: the tasks already in
+``eval_tasks.jsonl`` are skipped (a row cut short by the kill is dropped and redone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from cuda_agent.agent import AgentConfig, Episode, SamplingParams, Turn, run_episodes
+from cuda_agent.kernel_sandbox import Task
+from cuda_agent.reward import summary
+
+from .checkpoint import MetricsWriter, write_json_atomic
+
+ROWS_FILE = "eval_tasks.jsonl"
+CONFIG_FILE = "eval_config.json"
+
+
+class EvaluationError(RuntimeError):
+    """The policy failed on a task (nothing is recorded for it: a rerun resumes there)."""
+
+
+def evaluate_tasks(
+    policy: Any,
+    sandbox: Any,
+    tasks: Sequence[Task],
+    *,
+    turns: int = 1,
+    samples: int = 1,
+    temperature: float = 0.0,
+    max_new_tokens: int = 512,
+    out_dir: str | Path | None = None,
+    agent_config: AgentConfig | None = None,
+    log: Callable[[str], None] = print,
+    seed: int = 0,
+    batch: int = 4,
+    model: str = "",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Evaluate ``policy`` on ``tasks`` through ``sandbox``; returns what ``eval.json`` holds.
+
+    ``agent_config`` sets the agent (its ``max_turns`` is replaced by ``turns``); ``batch``
+    tasks share each ``run_episodes`` call. With ``out_dir`` every finished task is persisted
+    at once and a rerun resumes; without it nothing is written. ``model`` names the policy in
+    the config. Raises EvaluationError when the policy produced no answer at all for a task.
+    """
+    if turns < 1 or samples < 1 or batch < 1:
+        raise ValueError("turns, samples and batch must be >= 1")
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"task names must be unique; repeated: {', '.join(dupes)}")
+    config = {
+        "turns": turns,
+        "samples": samples,
+        "temperature": temperature,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "model": model or None,
+        "backend": sandbox.backend,
+        "time_compile": getattr(getattr(sandbox, "config", None), "time_compile", None),
+    }
+    out = Path(out_dir) if out_dir is not None else None
+    done: dict[str, dict[str, Any]] = {}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        _check_config(out / CONFIG_FILE, config)
+        done = read_rows(out / ROWS_FILE)
+        extra = sorted(set(done) - set(names))
+        if extra:
+            log(f"ignoring {len(extra)} rows in {out / ROWS_FILE} for tasks not evaluated now")
+    todo = [t for t in tasks if t.name not in done]
+    if len(todo) < len(tasks):
+        log(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already evaluated")
+    agent = dataclasses.replace(agent_config or AgentConfig(), max_turns=turns)
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="cuda-agent eval",
+               unit="task", disable=not progress)  # fmt: skip
+    try:
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            sampling = SamplingParams(n=samples, max_new_tokens=max_new_tokens,
+                                      temperature=temperature,
+                                      seed=seed + names.index(chunk[0].name))  # fmt: skip
+            episodes = run_episodes(policy, sandbox, chunk, sampling, agent).episodes
+            failed = []
+            for g, task in enumerate(chunk):
+                mine = [e for e in episodes if e.group == g]
+                if all(e.stop_reason == "error" and not e.turns for e in mine):
+                    failed.append(f"{task.name}: {_error(mine)}")
+                    continue
+                row, kernel = task_row(task.name, mine)
+                if out is not None:
+                    if kernel is not None:
+                        (out / "kernels").mkdir(exist_ok=True)
+                        (out / "kernels" / f"{task.name}.py").write_text(kernel)
+                    MetricsWriter(out / ROWS_FILE).write(row)  # appended, flushed, fsynced
+                done[task.name] = row
+                log(_line(row))
+                bar.update()
+            if failed:
+                raise EvaluationError("the policy gave no answer for " + "; ".join(failed))
+    finally:
+        bar.close()
+    rows = [done[n] for n in names]
+    result = {**summary(rows), "per_task": rows, "config": config}
+    if out is not None:
+        from .eval_report import write_report
+
+        write_json_atomic(out / "eval.json", result)
+        write_report(out, result, log)
+    return result
+
+
+def _speedup_key(turn: Turn) -> tuple[float, bool, float]:
+    r = turn.result
+    correct = r is not None and r.correct
+    fast = (r.speedup_vs_eager or 0.0) if r is not None and correct else 0.0
+    return (turn.reward, correct, fast)
+
+
+def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], str | None]:
+    """A task's row (``cuda_agent.reward.TaskOutcome``'s fields and more) from its episodes,
+    and the source of its best kernel (None when the best turn had no code)."""
+    best: tuple[Episode, Turn] | None = None
+    for e in episodes:
+        for t in e.turns:
+            if best is None or _speedup_key(t) > _speedup_key(best[1]):
+                best = (e, t)
+    samples_correct = 0
+    for e in episodes:
+        b = e.best_turn
+        r = e.turns[b].result if b is not None else None
+        samples_correct += r is not None and r.correct
+    row: dict[str, Any] = {"task": task, "correct": False, "speedup_vs_eager": None,
+                           "speedup_vs_compile": None, "samples": len(episodes),
+                           "samples_correct": samples_correct}  # fmt: skip
+    if best is None:  # no episode got as far as a turn
+        row.update(best_reward=None, status="no_answer", flags=[], turns=0, best_turn=None,
+                   stop_reason=episodes[0].stop_reason if episodes else "")  # fmt: skip
+        return row, None
+    episode, turn = best
+    r = turn.result
+    row.update(
+        correct=r is not None and r.correct,
+        speedup_vs_eager=r.speedup_vs_eager if r is not None else None,
+        speedup_vs_compile=r.speedup_vs_compile if r is not None else None,
+        best_reward=turn.reward,
+        status=r.status if r is not None else "malformed",
+        flags=list(r.flags) if r is not None else [],
+        turns=len(episode.turns),
+        best_turn=turn.index,
+        stop_reason=episode.stop_reason,
+        candidate_time_ms=r.candidate_time_ms if r is not None else None,
+        eager_time_ms=r.eager_time_ms if r is not None else None,
+        compile_time_ms=r.compile_time_ms if r is not None else None,
+    )
+    return row, turn.candidate if isinstance(turn.candidate, str) else None
+
+
+def read_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """The rows in ``path`` by task. A last line cut short (a kill mid-append) is dropped and
+    the file rewritten without it; a broken line anywhere else raises ValueError."""
+    if not path.exists():
+        return {}
+    text = path.read_text()
+    lines = text.split("\n")
+    rows: dict[str, dict[str, Any]] = {}
+    kept = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            task = row["task"]
+        except (json.JSONDecodeError, TypeError, KeyError) as exc:
+            if i == len(lines) - 1:
+                break  # the tail of an append a kill cut short: that task is redone
+            raise ValueError(f"{path} line {i + 1} is not a task row: {exc}") from exc
+        rows[task] = row
+        kept.append(line)
+    if text and not text.endswith("\n"):
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("w") as fh:
+            fh.write("".join(line + "\n" for line in kept))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    return rows
+
+
+def _check_config(path: Path, config: dict[str, Any]) -> None:
+    """Write the settings, or check that a resumed evaluation uses the same ones."""
+    if not path.exists():
+        write_json_atomic(path, config)
+        return
+    saved = json.loads(path.read_text())
+    changed = [f"{k}: {saved.get(k)!r} then, {v!r} now" for k, v in config.items()
+               if saved.get(k) != v]  # fmt: skip
+    if changed:
+        raise ValueError(
+            f"{path.parent} holds an evaluation with other settings ({'; '.join(changed)}); "
+            "use another output directory"
+        )
+
+
+def _error(episodes: Sequence[Episode]) -> str:
+    for e in episodes:
+        for m in reversed(e.messages):
+            if m.get("role") == "error":
+                return str(m.get("content", ""))[:300]
+    return "no answer"
+
+
+def _line(row: dict[str, Any]) -> str:
+    verdict = "correct" if row["correct"] else row["status"]
+    fast = row["speedup_vs_eager"]
+    speed = f", {fast:.2f}x eager" if row["correct"] and fast is not None else ""
+    return (
+        f"{row['task']}: {verdict}{speed} ({row['samples_correct']}/{row['samples']} samples "
+        f"correct, best reward {row['best_reward']})"
+    )

@@ -1,0 +1,226 @@
+"""`cuda-agent eval` and `evaluate_tasks`, for real on the CPU: a scripted policy with known
+outcomes gives exactly the expected metrics; a killed evaluation resumes without redoing or
+losing a task; the tiny local model, a trained adapter and a real served endpoint run end to
+end; a user's mistakes are one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.policy import Sample
+from cuda_agent.policy.testing import save_tiny_model
+from cuda_agent.runner.cli import main
+from cuda_agent.runner.evaluate import ROWS_FILE, EvaluationError, evaluate_tasks
+
+TASKS = {t.name: t for t in builtin_tasks()}
+RELU, SILU, ADD_MUL = TASKS["relu"], TASKS["silu"], TASKS["add_mul"]
+NO_CODE = "I would rather not write a kernel today."
+KERNELBENCH_STYLE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.rand(16, 256)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class Killed(BaseException):
+    """A kill in the middle of an evaluation (not an Exception: nothing catches it)."""
+
+
+@dataclass
+class ScriptedPolicy:
+    """Chat messages in (no tokenizer, as a remote endpoint): the i-th sample for a task is
+    ``answers[task][i]`` (default: no code). Counts what it is asked per task; raises
+    ``fail`` when asked about task ``fail_at``."""
+
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    asked: Counter[str] = field(default_factory=Counter)
+    fail_at: str = ""
+    fail: BaseException = field(default_factory=lambda: Killed())
+
+    def generate(self, prompts, *, n=1, **kwargs):
+        rows = []
+        for messages in prompts:
+            match = re.search(r"\(task `([^`]+)`\)", messages[1]["content"])
+            assert match, messages[1]["content"][:200]
+            task = match.group(1)
+            if task == self.fail_at:
+                raise self.fail
+            self.asked[task] += 1
+            texts = self.answers.get(task, [NO_CODE])
+            rows.append([Sample([], [], texts[i % len(texts)], "stop", []) for i in range(n)])
+        return rows
+
+
+def _answer(task) -> str:
+    return f"Here it is:\n```python\n{task.solutions['cpu']}```"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxConfig(backend="cpu", workers=1, repeats=5, timing_budget_s=0.3)) as sb:
+        yield sb
+
+
+def test_known_outcomes_give_exactly_the_expected_metrics(sandbox, tmp_path: Path) -> None:
+    # relu: both samples correct; silu: one of two; add_mul: none (no code at all).
+    policy = ScriptedPolicy({"relu": [_answer(RELU)], "silu": [_answer(SILU), NO_CODE]})
+    result = evaluate_tasks(policy, sandbox, [RELU, SILU, ADD_MUL], samples=2, out_dir=tmp_path,
+                            model="scripted", log=lambda _: None)  # fmt: skip
+    assert result == json.loads((tmp_path / "eval.json").read_text())
+    assert result["tasks"] == 3 and result["pass_rate"] == pytest.approx(2 / 3)
+    assert result["fast_p"]["0"] == result["fast_p_compile"]["0"] == pytest.approx(2 / 3)
+    assert result["pass_at_k"] == pytest.approx({"1": (1 + 0.5 + 0) / 3, "2": 2 / 3})
+    # The CPU times no torch.compile: nothing is faster than it, and eval.md says why.
+    assert result["faster_than_compile"] == 0.0 and result["geomean_speedup_vs_compile"] is None
+    rows = {r["task"]: r for r in result["per_task"]}
+    assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
+    assert (rows["relu"]["samples_correct"], rows["silu"]["samples_correct"]) == (2, 1)
+    for name in ("relu", "silu"):
+        assert rows[name]["correct"] and rows[name]["status"] == "ok"
+        assert rows[name]["best_reward"] >= 1.0 and rows[name]["speedup_vs_eager"] > 0
+    assert rows["add_mul"] == {**rows["add_mul"], "correct": False, "status": "malformed",
+                               "best_reward": -1.0, "samples_correct": 0, "turns": 1}  # fmt: skip
+    fast = [rows[n]["speedup_vs_eager"] for n in ("relu", "silu")]
+    assert result["geomean_speedup_vs_eager"] == pytest.approx((fast[0] * fast[1]) ** 0.5)
+    assert result["faster_than_eager"] == pytest.approx(sum(s > 1 for s in fast) / 3)
+    assert result["config"]["samples"] == 2 and result["config"]["model"] == "scripted"
+    assert (tmp_path / "kernels" / "relu.py").read_text() == RELU.solutions["cpu"]
+    md = (tmp_path / "eval.md").read_text()
+    assert "| Pass rate |" in md and "66.7%" in md and "not faster than compile" in md
+    assert "| add_mul | no | malformed |" in md and "## pass@k" in md
+    assert (tmp_path / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len((tmp_path / ROWS_FILE).read_text().splitlines()) == 3
+
+
+def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(
+    sandbox, tmp_path: Path
+) -> None:
+    tasks = [RELU, SILU, ADD_MUL]
+    first = ScriptedPolicy(fail_at="add_mul")  # killed when it reaches the third task
+    with pytest.raises(Killed):
+        evaluate_tasks(first, sandbox, tasks, out_dir=tmp_path, batch=1, log=lambda _: None)
+    assert first.asked == {"relu": 1, "silu": 1}
+    rows_file = tmp_path / ROWS_FILE
+    assert [json.loads(x)["task"] for x in rows_file.read_text().splitlines()] == ["relu", "silu"]
+    assert not (tmp_path / "eval.json").exists()
+    with rows_file.open("a") as fh:  # and a row that the kill cut short
+        fh.write('{"task": "add_mul", "corr')
+    logged: list[str] = []
+    second = ScriptedPolicy()
+    result = evaluate_tasks(second, sandbox, tasks, out_dir=tmp_path, log=logged.append)
+    assert second.asked == {"add_mul": 1}  # only the unfinished task is evaluated again
+    assert "resuming: 2 of 3 tasks already evaluated" in logged
+    assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
+    lines = rows_file.read_text().splitlines()
+    assert sorted(json.loads(x)["task"] for x in lines) == ["add_mul", "relu", "silu"]
+    third = ScriptedPolicy()  # all done: nothing is asked, the same result
+    assert evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, log=logged.append) == result
+    assert not third.asked
+    with pytest.raises(ValueError, match="other settings"):
+        evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, turns=2, log=logged.append)
+
+
+def test_a_policy_that_answers_nothing_is_an_error_and_records_nothing(
+    sandbox, tmp_path: Path
+) -> None:
+    policy = ScriptedPolicy(fail_at="silu", fail=RuntimeError("the server went away"))
+    with pytest.raises(EvaluationError, match="silu: RuntimeError: the server went away"):
+        evaluate_tasks(policy, sandbox, [RELU, SILU], out_dir=tmp_path, log=lambda _: None)
+    rows = (tmp_path / ROWS_FILE).read_text().splitlines()
+    assert [json.loads(x)["task"] for x in rows] == ["relu"]  # silu is redone on a rerun
+
+
+def test_the_tiny_local_model_and_a_trained_adapter(sandbox, tmp_path: Path) -> None:
+    from cuda_agent.policy import Policy, PolicyConfig
+
+    model = save_tiny_model(tmp_path / "tiny")
+    policy = Policy.load(PolicyConfig(model=str(model), device="cpu"))
+    result = evaluate_tasks(policy, sandbox, [RELU, SILU], max_new_tokens=16, log=lambda _: None)
+    assert result["tasks"] == 2 and result["pass_rate"] == 0.0  # a random model writes no code
+    assert all(r["status"] == "malformed" and r["turns"] == 1 for r in result["per_task"])
+    # The adapter of a run directory, through the CLI (its base model from policy_config.json).
+    policy.save(tmp_path / "run" / "adapter")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "19_ReLU.py").write_text(KERNELBENCH_STYLE)
+    out = tmp_path / "out"
+    done = _cli("--adapter", str(tmp_path / "run"), "--tasks", str(tmp_path / "tasks"),
+                "--max-new-tokens", "8", "--backend", "cpu", "--device", "cpu",
+                "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    saved = json.loads((out / "eval.json").read_text())
+    assert [r["task"] for r in saved["per_task"]] == ["19_ReLU"]
+    assert str(model) in saved["config"]["model"] and "adapter" in saved["config"]["model"]
+    assert "pass rate 0.0%" in done.stdout and (out / "eval.md").exists()
+
+
+def test_an_openai_compatible_endpoint(tmp_path: Path) -> None:
+    from cuda_agent.policy import testing
+
+    missing = testing.missing_serving_extras()
+    if missing:
+        pytest.skip(f"transformers serving extras not installed: {', '.join(missing)}")
+    (tmp_path / "tasks").mkdir()
+    for name in ("19_ReLU", "20_ReLU_again"):
+        (tmp_path / "tasks" / f"{name}.py").write_text(KERNELBENCH_STYLE)
+    out = tmp_path / "out"
+    with testing.serve_tiny_model(tmp_path / "server") as (base_url, model_id, _):
+        done = _cli("--endpoint", base_url, "--tasks", str(tmp_path / "tasks"), "--turns", "2",
+                    "--max-new-tokens", "8", "--backend", "cpu", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    saved = json.loads((out / "eval.json").read_text())
+    assert saved["config"]["model"] == model_id and saved["tasks"] == 2
+    assert [r["task"] for r in saved["per_task"]] == ["19_ReLU", "20_ReLU_again"]
+    assert all(r["status"] == "malformed" for r in saved["per_task"])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "cuda_agent.runner.cli", "eval", "--quiet", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_a_missing_task_directory_exits_2_with_one_line(tmp_path: Path) -> None:
+    done = _cli("--tasks", str(tmp_path / "nope"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"cuda-agent: no task file or directory {tmp_path / 'nope'} " \
+        "(or use 'builtin' or 'starter')"  # fmt: skip
+
+
+def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("class Model(:\n")
+    (tmp_path / "empty-run").mkdir()
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cases = [
+        (["--tasks", str(broken)], "not valid Python"),
+        (["--tasks", "builtin", "--adapter", str(tmp_path / "empty-run")], "holds no adapter"),
+        (["--tasks", "builtin", "--endpoint", f"http://127.0.0.1:{port}/v1"], f"{port}"),
+        (["--tasks", "builtin", "--backend", "tpu"], "--backend must be"),
+    ]
+    for args, message in cases:
+        assert main(["eval", "--quiet", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("cuda-agent: ") and message in err and err.count("\n") == 1, err
