@@ -28,13 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument(
         "--preset",
-        "--config",
-        dest="preset",
         metavar="NAME|FILE.toml",
         action="append",
         default=[],
-        help=f"settings from a shipped preset ({', '.join(presets())}; cpu-default when none "
-        "is given) or a TOML file; "
+        help=f"settings from a shipped preset ({', '.join(presets())}) or a TOML file; "
         "repeatable, later ones win; flags override them",
     )
     for field in dataclasses.fields(TrainConfig):
@@ -50,10 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         }.get(field.name, "")
         # default None: a flag given on the command line is told apart from a preset's value
         train.add_argument(
-            flag,
-            type=_boolean if kind is bool else kind,
-            default=None,
-            help=f"{help_text} (default: {field.default!r})",
+            flag, type=kind, default=None, help=f"{help_text} (default: {field.default!r})"
         )
     solve = sub.add_parser(
         "solve",
@@ -117,18 +111,10 @@ def _eval_parser(sub: Any) -> None:
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _boolean(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
-
-
 def _config(args: argparse.Namespace) -> TrainConfig:
     """Defaults, then each preset in order, then the flags given; raises ValueError."""
     values: dict[str, object] = {}
-    for preset in args.preset or ["cpu-default"]:
+    for preset in args.preset:
         values.update(read_toml(preset))
     for field in dataclasses.fields(TrainConfig):
         given = getattr(args, field.name)
@@ -200,21 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         from cuda_agent.kernel_sandbox import TaskError
         from cuda_agent.policy import ModelNotAvailableError
 
-        from .context import StabilityError
-        from .task_sets import TaskSetError
-
         try:
             train(config, progress=not args.quiet)
-        except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
+        except (ModelNotAvailableError, TaskError, BudgetError) as exc:
             # A user's mistake (a model or task that is not there): say what to do, no traceback.
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2
-        except StabilityError as exc:
-            print(
-                f"cuda-agent: {exc}; resume with --resume after changing the bounds",
-                file=sys.stderr,
-            )
-            return 3
     return 0
 
 
