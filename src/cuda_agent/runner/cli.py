@@ -28,10 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument(
         "--preset",
+        "--config",
+        dest="preset",
         metavar="NAME|FILE.toml",
         action="append",
         default=[],
-        help=f"settings from a shipped preset ({', '.join(presets())}) or a TOML file; "
+        help=f"settings from a shipped preset ({', '.join(presets())}; cpu-default when none "
+        "is given) or a TOML file; "
         "repeatable, later ones win; flags override them",
     )
     for field in dataclasses.fields(TrainConfig):
@@ -39,15 +42,20 @@ def _parser() -> argparse.ArgumentParser:
         kind = type(field.default)
         help_text = {
             "out": "run directory (default runs/<timestamp>)",
-            "tasks": "task directory or file; 'builtin' = every built-in task "
-            "(default: the built-in starter suite)",
+            "tasks": "training tasks: a directory or file (KernelBench directories as they "
+            "are), 'builtin' or 'starter' (default: the built-in starter suite)",
+            "eval_tasks": "held-out tasks, never trained on: a directory or file (default: "
+            "six built-in tasks outside the starter suite)",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",
         }.get(field.name, "")
         # default None: a flag given on the command line is told apart from a preset's value
         train.add_argument(
-            flag, type=kind, default=None, help=f"{help_text} (default: {field.default!r})"
+            flag,
+            type=_boolean if kind is bool else kind,
+            default=None,
+            help=f"{help_text} (default: {field.default!r})",
         )
     solve = sub.add_parser(
         "solve",
@@ -111,10 +119,18 @@ def _eval_parser(sub: Any) -> None:
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _boolean(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
 def _config(args: argparse.Namespace) -> TrainConfig:
     """Defaults, then each preset in order, then the flags given; raises ValueError."""
     values: dict[str, object] = {}
-    for preset in args.preset:
+    for preset in args.preset or ["cpu-default"]:
         values.update(read_toml(preset))
     for field in dataclasses.fields(TrainConfig):
         given = getattr(args, field.name)
@@ -177,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     return 2
                 config = TrainConfig.from_json(run_dir / "config.json")
-                config = dataclasses.replace(config, out=str(run_dir))
+                # flags given with --resume change the saved settings (a stability bound, more
+                # steps); presets are not re-read
+                given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+                changes = {k: v for k, v in given.items() if v is not None}
+                config = dataclasses.replace(config, **{**changes, "out": str(run_dir)})
             else:
                 config = _config(args)
         except ValueError as exc:
@@ -186,12 +206,22 @@ def main(argv: list[str] | None = None) -> int:
         from cuda_agent.kernel_sandbox import TaskError
         from cuda_agent.policy import ModelNotAvailableError
 
+        from .context import StabilityError
+        from .task_sets import TaskSetError
+
         try:
             train(config, progress=not args.quiet)
-        except (ModelNotAvailableError, TaskError, BudgetError) as exc:
+        except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
             # A user's mistake (a model or task that is not there): say what to do, no traceback.
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2
+        except StabilityError as exc:
+            print(
+                f"cuda-agent: {exc}; the run is resumable: --resume RUN_DIR with other bounds "
+                "(--guard-...) or --guard-action skip",
+                file=sys.stderr,
+            )
+            return 3
     return 0
 
 

@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from cuda_agent.agent import AgentConfig
 from cuda_agent.kernel_sandbox import Task
 
 from ..context import Run
@@ -41,6 +42,10 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         log=ctx.log,
         seed=config.seed,
         model=config.model,
+        # one greedy generate over every task (on the CPU a wide batch is the cheapest per
+        # token), then every verdict
+        batch=max(1, len(tasks)),
+        agent_config=AgentConfig(history=config.history, micro_batches=1),  # type: ignore[arg-type]
     )
     rewards = [row.get("best_reward") for row in result["per_task"]]
     summary = {key: result.get(key) for key in KEYS}
@@ -48,6 +53,8 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         statistics.fmean(r if r is not None else 0.0 for r in rewards) if rewards else None
     )
     summary["tasks"] = [row["task"] for row in result["per_task"]]
+    statuses = [row.get("status", "") for row in result["per_task"]]
+    summary["statuses"] = {k: statuses.count(k) for k in sorted(set(statuses))}
     summary["per_task_reward"] = {row["task"]: row.get("best_reward") for row in result["per_task"]}
     ctx.state.evaluations[name] = summary
     ctx.finish_stage(name, summary)
