@@ -22,5 +22,5 @@ wall=$(python -c "print(round($(date +%s.%N) - $start, 1))")
 echo "train $LABEL: exit $rc, ${wall} s"
 if [ $rc -ne 0 ]; then tail -30 "$OUT/train_$LABEL.log"; exit $rc; fi
 cp "$RUN/metrics.jsonl" "$OUT/train_${LABEL}_metrics.jsonl"
-python benchmarks/gpu/train_report.py "$RUN" "$OUT/train_$LABEL.json" --wall-s "$wall" \
+python benchmarks/train_report.py "$RUN" "$OUT/train_$LABEL.json" --wall-s "$wall" \
     --label "$LABEL" --command "$(echo "$CMD" | sed "s#$GGUF#smol.gguf#; s#$RUN#RUN_DIR#")"

@@ -1,0 +1,101 @@
+"""Summarise a finished ``cuda-agent train`` run as a figures JSON (CPU or GPU).
+
+    python benchmarks/train_report.py RUN_DIR OUT.json --wall-s S [--label default]
+        [--command "..."] [--machine "..."]
+
+Fields: date, commit, machine, torch, model, wall_s, the held-out and training tasks, each
+evaluation's pass rate, faster-than-eager rate, mean reward and per-task rewards (``before`` and
+``after`` for both sets, which never meet), seconds per stage, and the RL steps' statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+EVAL_KEYS = (
+    "pass_rate",
+    "faster_than_eager",
+    "faster_than_compile",
+    "mean_reward",
+    "per_task_reward",
+    "statuses",
+    "tasks",
+)
+STEP_KEYS = (
+    "step",
+    "mean_reward",
+    "pass_rate",
+    "turns_per_episode",
+    "entropy",
+    "clip_fraction",
+    "ratio_max",
+    "ratio_ess",
+    "explained_variance",
+    "skipped_updates",
+    "seconds",
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--wall-s", type=float, required=True)
+    parser.add_argument("--label", default="default")
+    parser.add_argument("--command", default="")
+    parser.add_argument("--machine", default="")
+    args = parser.parse_args()
+    config = json.loads((args.run_dir / "config.json").read_text())
+    records = [json.loads(x) for x in (args.run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = {r["stage"]: r for r in records if r["stage"].endswith(("_before", "_after"))}
+    # The device's copy of the tree may carry an older .git: the caller names the commit.
+    commit = (
+        os.environ.get("CUDA_AGENT_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    )
+    seconds: dict[str, float] = {}
+    for r in records:
+        if r["stage"] not in evals:
+            seconds[r["stage"]] = seconds.get(r["stage"], 0.0) + float(r.get("seconds") or 0.0)
+    report = {
+        "benchmark": f"train_{args.label}",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": args.command,
+        "commit": commit or None,
+        "machine": args.machine or f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "model": Path(config["model"]).name,
+        "backend": config["backend"],
+        "max_new_tokens": config["max_new_tokens"],
+        "wall_s": args.wall_s,
+        "evaluations": {k: {f: v.get(f) for f in EVAL_KEYS} for k, v in evals.items()},
+        "stage_seconds": seconds,
+        "steps": {
+            stage: [{k: r.get(k) for k in STEP_KEYS} for r in records if r["stage"] == stage]
+            for stage in ("rl_warmup", "rl")
+        },
+        "rft": next((r.get("collection") for r in records if r["stage"] == "rft"), None),
+        "value": [
+            {k: r.get(k) for k in ("step", "value_loss", "explained_variance")}
+            for r in records
+            if r["stage"] == "value"
+        ],
+    }
+    args.out.write_text(json.dumps(report, indent=2))
+    short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}
+    print(json.dumps({"wall_s": args.wall_s, "mean_reward, pass_rate": short}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
