@@ -83,7 +83,11 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         config = dataclasses.replace(config, max_new_tokens=budget)
     write_json_atomic(run_dir / "config.json", config.to_dict())  # the resolved config
 
-    evals = [("heldout", heldout)] + ([("train", train_tasks)] if config.eval_train else [])
+    # Without a held-out set (a task directory of the user's alone) the training tasks are
+    # evaluated instead, and the summary names them as such.
+    evals = [("heldout", heldout)] + (
+        [("train", train_tasks)] if config.eval_train or not heldout else []
+    )
     evals = [(name, tasks) for name, tasks in evals if tasks]
     display = StageProgress(_stage_units(config, 2 * len(evals)), enabled=progress)
     done = len([s for s in state.finished_stages if s.endswith(("_before", "_after"))])
