@@ -48,6 +48,8 @@ SMALL = [
     "2",
     "--lora-rank",
     "4",
+    "--eval-train",
+    "true",
     "--quiet",
 ]
 SHORT_TASKS = ("relu", "silu")  # the two shortest CPU solutions: a small auto budget
