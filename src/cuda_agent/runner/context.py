@@ -74,15 +74,17 @@ class Run:
         return self.optimizers[name]
 
     # ----------------------------------------------------------------- commits
-    def restore(self) -> None:
-        """Load the latest checkpoint's weights (after a kill)."""
-        if not self.state.checkpoint:
-            return
-        where = self.run_dir / self.state.checkpoint
-        self.log(f"resuming from {self.state.checkpoint}")
-        self.policy.load_adapter(where / "adapter")
-        if (where / "value").exists():
-            self.critic().load(where / "value")
+    def restore(self, critic: bool = False) -> None:
+        """Load the latest checkpoint's weights (after a kill), and build the critic when the
+        run needs one (after the policy's adapter: peft loads that only alone)."""
+        where = self.run_dir / self.state.checkpoint if self.state.checkpoint else None
+        if where is not None:
+            self.log(f"resuming from {self.state.checkpoint}")
+            self.policy.load_adapter(where / "adapter")
+        if critic or (where is not None and (where / "value").exists()):
+            value = self.critic()
+            if where is not None and (where / "value").exists():
+                value.load(where / "value")
 
     def commit_step(self, stage: str, record: dict[str, Any], step: int) -> None:
         """Record a finished step of ``stage`` and checkpoint everything it changed."""

@@ -104,9 +104,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         log,
         advance=display.advance,
     )
-    if config.needs_critic:
-        ctx.critic()  # built before any checkpoint is loaded into it
-    ctx.restore()
+    ctx.restore(critic=config.needs_critic)
     ctx.prune()  # checkpoints a killed run wrote but never committed
     try:
         with sandbox:

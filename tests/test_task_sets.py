@@ -1,0 +1,35 @@
+"""The training and held-out task sets of a run never meet."""
+
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.runner.config import TrainConfig
+from cuda_agent.runner.task_sets import HELDOUT, TaskSetError, task_sets
+
+
+def test_the_default_split_holds_out_tasks_the_starter_suite_lacks():
+    train, heldout = task_sets(TrainConfig())
+    assert [t.name for t in heldout] == sorted(HELDOUT)
+    assert not {t.name for t in train} & set(HELDOUT) and len(train) == 9
+    train, heldout = task_sets(TrainConfig(tasks="builtin"))
+    assert len(train) == 40 - len(HELDOUT) and len(heldout) == len(HELDOUT)
+    assert not {t.source for t in train} & {t.source for t in heldout}
+    _, few = task_sets(TrainConfig(eval_limit=2))
+    assert len(few) == 2
+
+
+def test_sets_that_meet_are_refused_by_name_or_by_source(tmp_path: Path):
+    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
+    shutil.copytree(builtin / "relu", tmp_path / "mine" / "relu")
+    with pytest.raises(TaskSetError, match="must not meet; in both: relu"):
+        task_sets(TrainConfig(tasks="starter", eval_tasks=str(tmp_path / "mine")))
+    # the same problem under another name is the same task
+    shutil.copytree(builtin / "relu", tmp_path / "renamed" / "my_relu")
+    with pytest.raises(TaskSetError, match="relu"):
+        task_sets(TrainConfig(tasks="starter", eval_tasks=str(tmp_path / "renamed")))
+    # a directory of the user's with no held-out set: nothing held out
+    train, heldout = task_sets(TrainConfig(tasks=str(tmp_path / "mine")))
+    assert [t.name for t in train] == ["relu"] and heldout == []
