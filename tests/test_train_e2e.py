@@ -444,6 +444,8 @@ def test_default_model_runs_every_stage_and_learns_answers_that_fit(
         "2",
         "--advantage",
         "gae",
+        "--eval-train",
+        "true",
         "--quiet",
         timeout=1800,
     )
