@@ -50,6 +50,8 @@ SMALL = [
     "4",
     "--eval-train",
     "true",
+    "--kl-coef",
+    "0.05",
     "--quiet",
 ]
 SHORT_TASKS = ("relu", "silu")  # the two shortest CPU solutions: a small auto budget
@@ -154,6 +156,7 @@ def test_train_runs_every_stage_and_writes_outputs(
     assert [r["stage"] for r in records] == STAGES
     rl = [r for r in records if r["stage"] == "rl"]
     assert all(len(r["tasks"]) == 2 and -1.0 <= r["mean_reward"] <= 3.0 for r in rl)
+    assert all(r["kl"] > 0 for r in rl), "the KL to the base model after the warm start"
     for key in (
         "entropy",
         "clip_fraction",

@@ -115,6 +115,13 @@ class TrainConfig:
                 )
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
+        if self.kl_coef < 0:
+            raise ValueError("--kl-coef must be >= 0")
+        if self.kl_coef and not self.lora_rank:
+            raise ValueError(
+                "--kl-coef needs a LoRA policy (--lora-rank > 0): the KL reference is the base "
+                "model with the adapter switched off"
+            )
         if self.advantage == "gae" and self.history != "full":
             raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")
 

@@ -139,6 +139,8 @@ def policy_loss(
         logprobs_bt, old_bt, advantages_bt, eps_low=settings.eps_low, eps_high=settings.eps_high
     )
     kl = None
+    if settings.kl_coef and ref_bt is None:
+        raise ValueError("kl_coef > 0 needs the reference log-probs (ref_bt)")
     if settings.kl_coef and ref_bt is not None:
         kl = kl_k3(logprobs_bt, ref_bt)
         loss_bt = loss_bt + settings.kl_coef * kl

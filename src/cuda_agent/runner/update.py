@@ -14,6 +14,7 @@ stopped (``StabilityError``), with the reason in the message.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -69,9 +70,12 @@ def _values(critic: ValueModel, batch: EpisodeBatch, micro: int) -> torch.Tensor
     return out
 
 
-def _logprobs(policy: Any, batch: EpisodeBatch, micro: int) -> torch.Tensor:
+def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) -> torch.Tensor:
+    """Every row's log-probs without gradients: the policy's, or with ``base`` the base
+    model's (the KL reference: the LoRA adapters switched off)."""
     out = torch.zeros(len(batch), batch.width)
-    with torch.no_grad():
+    adapters_off = policy.model.disable_adapter() if base else contextlib.nullcontext()
+    with torch.no_grad(), adapters_off:
         for part in chunks(range(len(batch)), micro):
             sub = batch.select(part)
             logprobs = policy.token_logprobs(sub.prompt_ids, sub.response_ids).logprobs
@@ -107,6 +111,7 @@ def update(
         adv_bt = batch.per_row(L.group_advantages(batch, s))
     policy.eval()
     old_all = _logprobs(policy, batch, config.micro_batch) if config.updates_per_batch > 1 else None
+    ref_all = _logprobs(policy, batch, config.micro_batch, base=True) if config.kl_coef else None
 
     sums = {"tokens": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "value_loss": 0.0}
     ratios: list[dict[str, float]] = []
@@ -135,12 +140,13 @@ def update(
                 mask.to(device),
                 total,
                 s,
+                ref_all[part, :width].to(device) if ref_all is not None else None,
             )
             optimizer.backward(loss)
             for key in ("tokens", "clip_fraction", "kl"):
                 sums[key] += stats[key]
             if out.entropy is not None:
-                sums["entropy"] += float((out.entropy.float().cpu() * mask).sum())
+                sums["entropy"] += float((out.entropy.detach().float().cpu() * mask).sum())
             ratios.append(L.ratio_stats(old, sampler, mask, s.tis_max_weight))
             if critic is not None and critic_optimizer is not None and returns is not None:
                 assert old_values is not None
