@@ -23,7 +23,7 @@ import torch
 
 from cuda_agent.agent import EpisodeBatch
 from cuda_agent.policy import PolicyOptimizer, ValueModel
-from cuda_agent.rl_core import AggregationCounts, aggregation_counts, batch_normalized_advantages
+from cuda_agent.rl_core import aggregation_counts, batch_normalized_advantages
 
 from . import loss as L
 from .config import TrainConfig
@@ -35,12 +35,31 @@ def chunks(items: Sequence[int], size: int) -> list[list[int]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def sft_step_counts(responses: Sequence[Sequence[int]]) -> AggregationCounts:
+def supervised_step(
+    policy: Any,
+    optimizer: PolicyOptimizer,
+    prompts: Sequence[list[int]],
+    responses: Sequence[list[int]],
+    masks: Sequence[list[int]],
+    micro: int,
+) -> dict[str, Any]:
+    """One supervised step (warm start, rejection fine-tuning): the token-mean NLL of the
+    responses' tokens that ``masks`` keep, over the whole step, in micro-batches."""
     width = max((len(r) for r in responses), default=0)
-    mask = torch.zeros(len(responses), width, dtype=torch.bool)
-    for i, r in enumerate(responses):
-        mask[i, : len(r)] = True
-    return aggregation_counts(mask)
+    mask_all = torch.zeros(len(responses), width, dtype=torch.bool)
+    for i, m in enumerate(masks):
+        mask_all[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
+    total = aggregation_counts(mask_all)
+    loss_sum = 0.0
+    policy.train()
+    for part in chunks(range(len(responses)), micro):
+        out = policy.token_logprobs([prompts[i] for i in part], [responses[i] for i in part])
+        mask = mask_all[part, : out.logprobs.shape[1]].to(out.logprobs.device)
+        loss = L.sft_loss(out.logprobs, mask, total)
+        optimizer.backward(loss)
+        loss_sum += loss.item()
+    stats = optimizer.step()
+    return {"nll": loss_sum, "tokens": int(total.num_tokens), "grad_norm": stats["grad_norm"]}
 
 
 def settings(config: TrainConfig, advantage: str | None = None) -> L.LossSettings:

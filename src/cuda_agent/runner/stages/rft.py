@@ -19,8 +19,7 @@ from pathlib import Path
 from cuda_agent.agent import Episode, collate, episode_from_json, episode_to_json, rejection_filter
 
 from ..context import Run
-from ..loss import counts, sft_loss
-from ..update import chunks
+from ..update import supervised_step
 from .rollouts import collect, episode_stats, pick_tasks
 
 STAGE = "rft"
@@ -68,24 +67,14 @@ def run(ctx: Run) -> None:
         started = time.perf_counter()
         rng = random.Random(f"{config.seed}/rft/{step}")
         rows = rng.sample(range(len(batch)), min(config.rft_batch, len(batch)))
-        sub_all = batch.select(rows)
-        total = counts(sub_all)
-        loss_sum = 0.0
-        ctx.policy.train()
-        for part in chunks(range(len(rows)), config.micro_batch):
-            sub = sub_all.select(part)
-            out = ctx.policy.token_logprobs(sub.prompt_ids, sub.response_ids)
-            loss = sft_loss(out.logprobs, sub.loss_mask_bt.to(out.logprobs.device), total)
-            optimizer.backward(loss)
-            loss_sum += loss.item()
-        stats = optimizer.step()
-        record = {
-            "nll": loss_sum,
-            "tokens": int(total.num_tokens),
-            "grad_norm": stats["grad_norm"],
-            "seconds": time.perf_counter() - started,
-            **({"collection": summary} if step == 0 else {}),
-        }
+        sub = batch.select(rows)
+        masks = [[int(m) for m in row] for row in sub.loss_mask_bt.tolist()]
+        record = supervised_step(
+            ctx.policy, optimizer, sub.prompt_ids, sub.response_ids, masks, config.micro_batch
+        )
+        record["seconds"] = time.perf_counter() - started
+        if step == 0:
+            record["collection"] = summary
         ctx.commit_step(STAGE, record, step)
-        ctx.log(f"rft step {step + 1}/{config.rft_steps}: nll/token {loss_sum:.3f}")
+        ctx.log(f"rft step {step + 1}/{config.rft_steps}: nll/token {record['nll']:.3f}")
     ctx.finish_stage(STAGE)

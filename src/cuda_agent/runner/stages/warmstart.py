@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 from ..budget import WarmStartExample
 from ..context import Run
-from ..loss import sft_loss
-from ..update import chunks, sft_step_counts
+from ..update import supervised_step
 
 STAGE = "warmstart"
 
@@ -30,26 +29,16 @@ def run(ctx: Run, examples: Sequence[WarmStartExample]) -> None:
         started = time.perf_counter()
         rng = random.Random(config.seed * 7_919 + step)
         batch = rng.sample(list(examples), min(config.warmstart_batch, len(examples)))
-        prompts = [e.prompt_ids for e in batch]
         responses = [e.response_ids for e in batch]
-        total = sft_step_counts(responses)
-        loss_sum = 0.0
-        ctx.policy.train()
-        for part in chunks(range(len(batch)), config.micro_batch):
-            out = ctx.policy.token_logprobs(
-                [prompts[i] for i in part], [responses[i] for i in part]
-            )
-            loss = sft_loss(out.logprobs, out.mask, total)
-            optimizer.backward(loss)
-            loss_sum += loss.item()
-        stats = optimizer.step()
-        record = {
-            "nll": loss_sum,
-            "tokens": int(total.num_tokens),
-            "grad_norm": stats["grad_norm"],
-            "tasks": [e.task for e in batch],
-            "seconds": time.perf_counter() - started,
-        }
+        record = supervised_step(
+            ctx.policy,
+            optimizer,
+            [e.prompt_ids for e in batch],
+            responses,
+            [[1] * len(r) for r in responses],
+            config.micro_batch,
+        )
+        record.update(tasks=[e.task for e in batch], seconds=time.perf_counter() - started)
         ctx.commit_step(STAGE, record, step)
-        ctx.log(f"warm start {step + 1}/{config.warmstart_steps}: nll/token {loss_sum:.3f}")
+        ctx.log(f"warm start {step + 1}/{config.warmstart_steps}: nll/token {record['nll']:.3f}")
     ctx.finish_stage(STAGE)
