@@ -85,6 +85,26 @@ CASES: dict[str, tuple[str, str, dict[int, set[str]]]] = {
     ),
     # zero at the CPU size (N = 256) only: found only if the CPU sizes are applied
     "zero_at_cpu_size": ("return x * float(N != 256)", "[torch.randn(N)]", TRIVIAL),
+    # randn inputs: about half are negative, so the log has NaNs (on every draw)
+    "log_of_negatives": ("return torch.log(x)", "[torch.randn(N)]", {0: {"non_finite_output"}}),
+    "overflows": ("return torch.exp(x * 200.0)", "[torch.randn(N)]", {0: {"non_finite_output"}}),
+    # stochastic forwards (the reference runs in eval mode: dropout only with training=True)
+    "dropout": (
+        "return nn.functional.dropout(x, p=0.5, training=True)",
+        "[torch.randn(N)]",
+        {0: {"nondeterministic_output"}},
+    ),
+    "noise": (
+        "return x + torch.rand_like(x)",
+        "[torch.randn(N)]",
+        {0: {"nondeterministic_output"}},
+    ),
+    # a generator of its own, seeded in the forward: the same numbers twice, so repeatable
+    "seeded_noise": (
+        "g = torch.Generator().manual_seed(0); return x + torch.rand(x.shape, generator=g)",
+        "[torch.randn(N)]",
+        {},
+    ),
 }
 FAILING = {
     "raises": ('raise ValueError("boom")', "[torch.randn(N)]", "ValueError: boom"),
@@ -148,6 +168,19 @@ def test_every_builtin_task_validates():
     bad = {r.task: [str(f) for f in r.findings] for r in reports if not r.ok}
     assert not bad
     assert len(reports) == len(builtin_tasks())
+
+
+def test_timing_gives_eager_and_compile_times_or_a_compile_error():
+    config = SandboxConfig(backend="cpu", repeats=3, warmup=1)
+    honest = _task("honest", *CASES["honest"][:2])
+    seen: list[TaskValidation] = []
+    timed = validate_tasks([honest], config, timing=True, progress=seen.append)[0]
+    untimed = validate_task(honest, config)
+    assert seen == [timed]
+    assert timed.ok and timed.eager_time_ms is not None and timed.eager_time_ms > 0
+    assert timed.compile_time_ms is not None and timed.compile_time_ms > 0
+    assert untimed.eager_time_ms is None and untimed.compile_time_ms is None
+    assert json.loads(timed.to_json())["eager_time_ms"] == timed.eager_time_ms
 
 
 def test_validate_task_needs_two_draws():

@@ -105,10 +105,34 @@ def _expected_once(request: dict[str, Any], home: Path) -> tuple[list[Any], list
     found = _EXPECTED.get(key)
     if found is not None:
         return found
+    inputs, want = _forward(request, home)
+    entry = (_compare.fingerprint(inputs), [w.detach() for w in want])
+    _EXPECTED.put(key, entry, group=request["task_digest"])
+    return entry
+
+
+def forward_reseeded(
+    request: dict[str, Any], home: Path, generator_seed: int
+) -> list[torch.Tensor]:
+    """The reference's outputs on the inputs of ``request["seed"]``, with torch's generator
+    reseeded to ``generator_seed`` between drawing the inputs and the forward (so a forward
+    that draws random numbers gives other ones), the model built afresh; never cached.
+    Raises ``TaskFailure``."""
+    release_caches()
+    _, want = _forward(request, home, generator_seed)
+    return [w.detach() for w in want]
+
+
+def _forward(
+    request: dict[str, Any], home: Path, generator_seed: int | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    device = torch.device(request["device"])
     task, model = _model(request, home)
     # Module-level sizes are read by get_inputs: set them for this entry again.
     _task_runtime.override_sizes(task, request["sizes"])
     inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
+    if generator_seed is not None:
+        torch.manual_seed(generator_seed)
     try:
         with torch.no_grad(), _full_float32():
             want = _task_runtime.as_tensors(model(*inputs))
@@ -122,9 +146,7 @@ def _expected_once(request: dict[str, Any], home: Path) -> tuple[list[Any], list
         raise _task_runtime.TaskFailure(
             "the reference forward returned neither a tensor nor a tuple"
         )
-    entry = (_compare.fingerprint(inputs), [w.detach() for w in want])
-    _EXPECTED.put(key, entry, group=request["task_digest"])
-    return entry
+    return inputs, want
 
 
 def check(request: dict[str, Any], home: Path) -> dict[str, Any]:

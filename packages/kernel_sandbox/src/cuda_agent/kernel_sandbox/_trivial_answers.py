@@ -4,7 +4,9 @@ A task whose expected output is zero, constant, or the same whatever the inputs 
 candidate that returns zeros, a constant or a hard-coded tensor. Each check here asks the
 sandbox's own comparison (``_compare.compare``, at the job's tolerances) whether such an answer
 passes on every draw of the inputs, with the expected outputs computed exactly as the
-reference worker computes them for a candidate's trials (``_reference._expected``).
+reference worker computes them for a candidate's trials (``_reference._expected``). A task whose
+outputs hold NaN or Inf, or differ when it is built and run twice on the same inputs, cannot be
+judged fairly either; those are findings too.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ def trivial_answers(request: dict[str, Any], home: Path) -> dict[str, Any]:
         outputs.append(want)
     judge = _Judge(request["atol"], request["rtol"], request.get("dtype_tolerances"))
     same_inputs = all(_compare.same_fingerprint(prints[0], p) for p in prints[1:])
-    findings: list[dict[str, Any]] = []
+    findings = [
+        _finding(
+            "non_finite_output",
+            index,
+            f"has NaN or Inf values for the inputs of seed {seed}; a task's outputs must be finite",
+        )
+        for index, (seed, _) in _first_non_finite(seeds, outputs).items()
+    ]
+    if request.get("repeat", True):
+        findings += _unrepeatable(request, home, seeds[0], outputs[0])
     for index in range(min(len(draw) for draw in outputs)):
         findings += judge.findings(index, [draw[index] for draw in outputs], seeds, same_inputs)
     return {"findings": findings}
@@ -116,6 +127,44 @@ class _Judge:
             elif math.isfinite(low) and math.isfinite(high):
                 return None  # the intervals do not meet: no constant passes
         return value if self.passes(torch.full_like(want, value), want) else None
+
+
+def _first_non_finite(
+    seeds: list[int], outputs: list[list[torch.Tensor]]
+) -> dict[int, tuple[int, torch.Tensor]]:
+    """Output index -> (the first seed, its output) where that output has a NaN or an Inf."""
+    found: dict[int, tuple[int, torch.Tensor]] = {}
+    for seed, draw in zip(seeds, outputs, strict=True):
+        for index, want in enumerate(draw):
+            if index not in found and want.is_floating_point() and not want.isfinite().all():
+                found[index] = (seed, want)
+    return found
+
+
+def _unrepeatable(
+    request: dict[str, Any], home: Path, seed: int, first: list[torch.Tensor]
+) -> list[dict[str, Any]]:
+    """``nondeterministic_output`` for each output that differs when the reference is built and
+    run again on the same inputs (a stochastic operator: rand_like, dropout with training=True; the reference runs in
+    eval mode):
+    the model is rebuilt from its seed, and torch's generator reseeded after the inputs are drawn."""
+    try:
+        again = _reference.forward_reseeded(
+            {**request, "seed": seed, "distribution": "normal"}, home, generator_seed=seed + 7_919
+        )
+    except _task_runtime.TaskFailure as exc:
+        return [_finding("nondeterministic_output", 0, f"the second run failed: {exc}")]
+    return [
+        _finding(
+            "nondeterministic_output",
+            index,
+            f"differs between two runs on the inputs of seed {seed} (largest difference "
+            f"{float((a.double() - b.double()).abs().nan_to_num(0.0).max()):.3g}); a task must "
+            "not draw random numbers in its forward (rand_like, dropout with training=True)",
+        )
+        for index, (a, b) in enumerate(zip(first, again, strict=True))
+        if a.shape != b.shape or not torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+    ]
 
 
 def _peak(want: torch.Tensor) -> float:

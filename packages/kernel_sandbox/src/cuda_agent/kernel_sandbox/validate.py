@@ -15,7 +15,7 @@ draws are the first ``draws`` trial seeds a candidate is checked on, at the back
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
@@ -25,7 +25,13 @@ from .config import SandboxConfig
 from .tasks import Task
 
 TaskFindingCode = Literal[
-    "near_zero_output", "constant_output", "input_independent_output", "reference_error"
+    "near_zero_output",
+    "constant_output",
+    "input_independent_output",
+    "non_finite_output",
+    "nondeterministic_output",
+    "reference_error",
+    "compile_error",
 ]
 FINDING_CODES: tuple[TaskFindingCode, ...] = get_args(TaskFindingCode)
 
@@ -48,7 +54,9 @@ class TaskFinding:
 @dataclass(frozen=True)
 class TaskValidation:
     """The verdict on one task: ``ok`` when no finding was made. ``sizes`` are the problem
-    sizes it was run at, ``seeds`` the input draws, ``atol`` / ``rtol`` the tolerances."""
+    sizes it was run at, ``seeds`` the input draws, ``atol`` / ``rtol`` the tolerances.
+    ``eager_time_ms`` / ``compile_time_ms``: the reference's median times, eager and under
+    ``torch.compile`` (``validate_tasks(..., timing=True)``; None when not timed)."""
 
     task: str
     backend: str
@@ -57,6 +65,8 @@ class TaskValidation:
     atol: float
     rtol: float
     findings: tuple[TaskFinding, ...] = ()
+    eager_time_ms: float | None = None
+    compile_time_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -71,28 +81,43 @@ class TaskValidation:
 
 
 def validate_task(
-    task: Task, config: SandboxConfig | None = None, draws: int = 3
+    task: Task, config: SandboxConfig | None = None, draws: int = 3, timing: bool = False
 ) -> TaskValidation:
     """Check ``task`` for outputs a trivial answer passes, on ``draws`` (>= 2) input draws, at
-    the backend's sizes and ``config``'s tolerances. A reference that fails (to import, build,
-    draw inputs or run; a crash or a hang past ``Deadlines.load``) is a ``reference_error``
-    finding, not an exception; a ``CPU_SIZES`` that cannot be read raises ``TaskError``, as
-    ``Sandbox.evaluate`` does."""
-    return validate_tasks([task], config, draws)[0]
+    the backend's sizes and ``config``'s tolerances; for outputs with NaN or Inf; and for
+    outputs that differ when the reference is built and run twice on the same inputs. A
+    reference that fails (to import, build, draw inputs or run; a crash or a hang past
+    ``Deadlines.load``) is a ``reference_error`` finding, not an exception; a ``CPU_SIZES``
+    that cannot be read raises ``TaskError``, as ``Sandbox.evaluate`` does. ``timing=True``
+    also times the reference eager and under ``torch.compile`` as an evaluation's baseline
+    does (a failure there is a ``compile_error`` finding)."""
+    return validate_tasks([task], config, draws, timing)[0]
 
 
 def validate_tasks(
-    tasks: Sequence[Task], config: SandboxConfig | None = None, draws: int = 3
+    tasks: Sequence[Task],
+    config: SandboxConfig | None = None,
+    draws: int = 3,
+    timing: bool = False,
+    progress: Callable[[TaskValidation], None] | None = None,
 ) -> list[TaskValidation]:
     """``validate_task`` for each task, in order, in one reference worker (started once, and
-    again after a task crashed it)."""
+    again after a task crashed it); ``progress`` is called with each verdict as it is made."""
     if draws < 2:
         raise ValueError("draws must be >= 2: input independence compares draws")
     cfg = replace(config or SandboxConfig(), workers=1).resolved()
     jobs = [_job(task, cfg, draws) for task in tasks]  # a malformed CPU_SIZES raises here
     worker = Worker(cfg, 0, "reference")
+    reports = []
     try:
-        return [_validate(task, job, cfg, worker) for task, job in zip(tasks, jobs, strict=True)]
+        for task, job in zip(tasks, jobs, strict=True):
+            report = _validate(task, job, cfg, worker)
+            if timing and not any(f.code == "reference_error" for f in report.findings):
+                report = _time(report, job, cfg, worker)
+            if progress is not None:
+                progress(report)
+            reports.append(report)
+        return reports
     finally:
         worker.kill()
 
@@ -135,6 +160,38 @@ def _validate(
         rtol=job["rtol"],
         findings=findings,
     )
+
+
+def _time(
+    report: TaskValidation, job: dict[str, Any], cfg: SandboxConfig, worker: Worker
+) -> TaskValidation:
+    """``report`` with the reference's eager and ``torch.compile`` times (the baseline job an
+    evaluation runs), or with a ``compile_error`` finding when that failed."""
+    request = {
+        "kind": "baseline",
+        "task": job["task"],
+        "task_digest": job["task_digest"],
+        "sizes": job["sizes"],
+        "seed": job["seeds"][0],
+        "model_seed": job["model_seed"],
+        "device": job["device"],
+        "warmup": cfg.warmup,
+        "repeats": cfg.repeats,
+        "timing_budget_s": cfg.timing_budget_s,
+        "timing_precision": cfg.timing_precision,
+    }
+    try:
+        answer = worker.run(request)
+    except WorkerDied as death:
+        answer = {"error": "timed out" if death.timed_out else death.reason}
+    eager, compiled = answer.get("eager_ms"), answer.get("compile_ms")
+    if isinstance(eager, int | float) and isinstance(compiled, int | float):
+        return replace(report, eager_time_ms=float(eager), compile_time_ms=float(compiled))
+    error = TaskFinding(
+        "compile_error",
+        f"timing the reference eager and under torch.compile failed: {answer.get('error')}",
+    )
+    return replace(report, findings=(*report.findings, error))
 
 
 def _read_findings(answer: dict[str, Any]) -> tuple[TaskFinding, ...]:
