@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
         )
     solve.add_argument("--quiet", action="store_true", help="no live display")
     _eval_parser(sub)
+    from . import synth_command
+
+    synth_command.add_parser(sub)
     return parser
 
 
@@ -179,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         return _solve(args)
     if args.command == "eval":
         return _eval(args)
+    if args.command == "synth":
+        from . import synth_command
+
+        return synth_command.run(args)
     if args.command == "train":
         from .budget import BudgetError
         from .train import train

@@ -1,0 +1,323 @@
+"""The operator catalogue that synthesized tasks compose: PyTorch operators, described by torch.
+
+Each ``Op`` names a real torch callable (``target``, resolved when the catalogue is built: an op
+whose callable this torch lacks is left out), the forward line it writes (``call``), the input
+ranks it accepts, its scalar parameters and, for layers, its constructor. The shapes it returns
+are not written down: ``Op.output_shape`` runs the op's own forward line on ``meta`` tensors, so
+torch itself propagates the shape. ``c`` is the same operator as a C expression over ``v`` (the
+element), which lets ``solutions.py`` write a CPU reference solution for compositions of such
+operators.
+
+All ops take and return float32 tensors (``DTYPES``).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Kind = Literal["unary", "binary", "reduction", "row", "layer"]
+DTYPES = ("float32",)
+Dims = tuple[str, ...]  # a symbolic shape: each dimension an expression over module-level sizes
+
+
+@dataclass(frozen=True)
+class Param:
+    """A scalar parameter of an op, drawn uniformly in [low, high] and rounded to 2 decimals;
+    it reaches the model through ``get_init_inputs`` and is kept as ``self.<name>``."""
+
+    name: str
+    low: float
+    high: float
+
+    def draw(self, rng: random.Random) -> float:
+        return round(rng.uniform(self.low, self.high), 2)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction over the last dimension in C: ``acc`` starts at ``init``, takes ``step`` per
+    element (over ``acc`` and ``v``) and ends as ``finish`` (over ``acc`` and ``cols``)."""
+
+    init: str
+    step: str
+    finish: str
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator. ``call`` is the forward expression: ``{x}`` the running tensor, ``{y}`` a
+    second input of the same shape (binary ops), ``{m}`` the op's submodule (layers), ``{name}``
+    a parameter (written ``self.name``). ``init`` builds a layer from ``{in}`` (the size of the
+    dimension it reads) and ``{new}`` (a new size it introduces). ``shape`` maps a symbolic
+    input shape to the symbolic output shape (``new`` is the new size's name); ``output_shape``
+    checks it against torch. ``weight`` is the relative chance to be drawn; ``cost`` the bytes
+    moved per input element (the time model of ``compose.estimate_ms``)."""
+
+    name: str
+    target: str
+    kind: Kind
+    call: str
+    ranks: tuple[int, ...] = (1, 2, 3, 4)
+    params: tuple[Param, ...] = ()
+    init: str = ""
+    new_size: str = ""
+    c: str = ""
+    reduce: Reduction | None = None
+    weight: float = 1.0
+    cost: float = 8.0
+    shape: Callable[[Dims, str], Dims] = field(default=lambda dims, new: dims, repr=False)
+
+    @property
+    def teachable(self) -> bool:
+        """Whether ``solutions.py`` can write it in C (an elementwise expression or a
+        last-dimension reduction)."""
+        return bool(self.c) or self.reduce is not None
+
+    def forward_line(self, x: str, y: str, module: str, names: Mapping[str, str]) -> str:
+        """The op's expression in a forward, its parameters renamed by ``names``."""
+        fields = {p.name: f"self.{names.get(p.name, p.name)}" for p in self.params}
+        return self.call.format(x=x, y=y, m=f"self.{module}", **fields)
+
+    def output_shape(
+        self, shape: tuple[int, ...], init_sizes: Mapping[str, int] | None = None
+    ) -> tuple[int, ...]:
+        """The shape torch gives for an input of ``shape``: the forward line run on ``meta``
+        tensors (no data, no compute); a layer is built on ``meta`` too. Raises what torch
+        raises for a shape the op does not accept."""
+        x = torch.empty(shape, device="meta")
+        owner = SimpleNamespace(**{p.name: (p.low + p.high) / 2 for p in self.params})
+        if self.init:
+            sizes = {"in": shape[1] if len(shape) == 4 else shape[-1], "new": 8}
+            sizes.update(init_sizes or {})
+            with torch.device("meta"):
+                owner.layer = eval(self.init.format(**sizes), _NAMESPACE)
+        line = self.forward_line("x", "y", "layer", {})
+        out = eval(
+            line, _NAMESPACE, {"x": x, "y": torch.empty(shape, device="meta"), "self": owner}
+        )
+        return tuple(out.shape)
+
+
+_NAMESPACE = {"torch": torch, "F": F, "nn": nn}
+
+
+def _drop_last(dims: Dims, new: str) -> Dims:
+    return dims[:-1]
+
+
+def _replace_last(dims: Dims, new: str) -> Dims:
+    return (*dims[:-1], new)
+
+
+def _replace_channels(dims: Dims, new: str) -> Dims:
+    return (dims[0], new, *dims[2:])
+
+
+def _halve_spatial(dims: Dims, new: str) -> Dims:
+    return (*dims[:2], *(f"{d} // 2" if d.isidentifier() else f"({d}) // 2" for d in dims[2:]))
+
+
+def _flatten(dims: Dims, new: str) -> Dims:
+    return (dims[0], " * ".join(d if d.isidentifier() else f"({d})" for d in dims[1:]))
+
+
+def _unary(name: str, target: str, call: str, c: str, *params: Param, weight: float = 1.0) -> Op:
+    return Op(name, target, "unary", call, params=params, c=c, weight=weight)
+
+
+def _binary(name: str, target: str, call: str, c: str) -> Op:
+    return Op(name, target, "binary", call, c=c, weight=1.5, cost=12.0)
+
+
+def _reduction(name: str, target: str, call: str, reduce: Reduction | None) -> Op:
+    return Op(name, target, "reduction", call, (2, 3, 4), reduce=reduce, cost=4.0, shape=_drop_last)
+
+
+_SOFTPLUS = "(v > 20.f ? v : log1pf(expf(v)))"
+
+# The ops, by kind. Unary and binary ops carry their C expression; reductions their C loop.
+_OPS: tuple[Op, ...] = (
+    _unary("relu", "torch.relu", "torch.relu({x})", "v > 0.f ? v : 0.f", weight=2.0),
+    _unary("relu6", "torch.nn.functional.relu6", "F.relu6({x})", "fminf(fmaxf(v, 0.f), 6.f)"),
+    _unary(
+        "leaky_relu",
+        "torch.nn.functional.leaky_relu",
+        "F.leaky_relu({x}, {negative_slope})",
+        "v > 0.f ? v : negative_slope * v",
+        Param("negative_slope", 0.01, 0.3),
+    ),
+    _unary(
+        "elu",
+        "torch.nn.functional.elu",
+        "F.elu({x}, alpha={alpha})",
+        "v > 0.f ? v : alpha * (expf(v) - 1.f)",
+        Param("alpha", 0.5, 1.5),
+    ),
+    _unary(
+        "selu",
+        "torch.selu",
+        "torch.selu({x})",
+        "1.0507009873554805f * (v > 0.f ? v : 1.6732632423543772f * (expf(v) - 1.f))",
+    ),
+    _unary(
+        "gelu", "torch.nn.functional.gelu", "F.gelu({x})", "0.5f * v * (1.f + erff(v * 0.70710678f))"
+    ),
+    _unary(
+        "gelu_tanh",
+        "torch.nn.functional.gelu",
+        'F.gelu({x}, approximate="tanh")',
+        "0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)))",
+    ),
+    _unary("silu", "torch.nn.functional.silu", "F.silu({x})", "v / (1.f + expf(-v))"),
+    _unary("sigmoid", "torch.sigmoid", "torch.sigmoid({x})", "1.f / (1.f + expf(-v))"),
+    _unary("tanh", "torch.tanh", "torch.tanh({x})", "tanhf(v)"),
+    _unary("softplus", "torch.nn.functional.softplus", "F.softplus({x})", _SOFTPLUS),
+    _unary("mish", "torch.nn.functional.mish", "F.mish({x})", f"v * tanhf{_SOFTPLUS}"),
+    _unary(
+        "hardswish",
+        "torch.nn.functional.hardswish",
+        "F.hardswish({x})",
+        "v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f",
+    ),
+    _unary(
+        "hardsigmoid",
+        "torch.nn.functional.hardsigmoid",
+        "F.hardsigmoid({x})",
+        "fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f",
+    ),
+    _unary(
+        "hardtanh",
+        "torch.nn.functional.hardtanh",
+        "F.hardtanh({x}, -{limit}, {limit})",
+        "fminf(fmaxf(v, -limit), limit)",
+        Param("limit", 0.5, 2.0),
+    ),
+    _unary("softsign", "torch.nn.functional.softsign", "F.softsign({x})", "v / (1.f + fabsf(v))"),
+    _unary(
+        "logsigmoid",
+        "torch.nn.functional.logsigmoid",
+        "F.logsigmoid({x})",
+        "fminf(v, 0.f) - log1pf(expf(-fabsf(v)))",
+    ),
+    _unary("abs", "torch.abs", "torch.abs({x})", "fabsf(v)"),
+    _unary("square", "torch.square", "torch.square({x})", "v * v"),
+    _unary("exp", "torch.exp", "torch.exp({x})", "expf(v)", weight=0.5),
+    _unary("sin", "torch.sin", "torch.sin({x})", "sinf(v)", weight=0.5),
+    # NaN for negative inputs: kept in the catalogue, removed by the finite-output filter
+    _unary("log", "torch.log", "torch.log({x})", "logf(v)", weight=0.5),
+    _unary("sqrt", "torch.sqrt", "torch.sqrt({x})", "sqrtf(v)", weight=0.5),
+    _unary(
+        "clamp",
+        "torch.clamp",
+        "torch.clamp({x}, min=-{bound}, max={bound})",
+        "fminf(fmaxf(v, -bound), bound)",
+        Param("bound", 0.5, 2.0),
+    ),
+    _unary("scale", "torch.mul", "{x} * {scale}", "v * scale", Param("scale", 0.25, 4.0)),
+    _unary("shift", "torch.add", "{x} + {shift}", "v + shift", Param("shift", -1.0, 1.0)),
+    _binary("add", "torch.add", "{x} + {y}", "v + {y}"),
+    _binary("sub", "torch.sub", "{x} - {y}", "v - {y}"),
+    _binary("mul", "torch.mul", "{x} * {y}", "v * {y}"),
+    _binary("maximum", "torch.maximum", "torch.maximum({x}, {y})", "fmaxf(v, {y})"),
+    _binary("minimum", "torch.minimum", "torch.minimum({x}, {y})", "fminf(v, {y})"),
+    _reduction("sum", "torch.sum", "torch.sum({x}, dim=-1)", Reduction("0.0", "acc += v", "acc")),
+    _reduction(
+        "mean", "torch.mean", "torch.mean({x}, dim=-1)", Reduction("0.0", "acc += v", "acc / cols")
+    ),
+    _reduction(
+        "amax", "torch.amax", "torch.amax({x}, dim=-1)", Reduction("-INFINITY", "acc = fmax(acc, v)", "acc")
+    ),
+    _reduction(
+        "amin", "torch.amin", "torch.amin({x}, dim=-1)", Reduction("INFINITY", "acc = fmin(acc, v)", "acc")
+    ),
+    _reduction(
+        "vector_norm",
+        "torch.linalg.vector_norm",
+        "torch.linalg.vector_norm({x}, dim=-1)",
+        Reduction("0.0", "acc += (double)v * v", "sqrt(acc)"),
+    ),
+    _reduction("logsumexp", "torch.logsumexp", "torch.logsumexp({x}, dim=-1)", None),
+    Op("softmax", "torch.softmax", "row", "torch.softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
+    Op("log_softmax", "torch.log_softmax", "row", "torch.log_softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
+    Op("normalize", "torch.nn.functional.normalize", "row", "F.normalize({x}, dim=-1)", (2, 3, 4), cost=12.0),
+    Op("cumsum", "torch.cumsum", "row", "torch.cumsum({x}, dim=-1)", (2, 3, 4), weight=0.5),
+    # Dropout as a model holds it: the sandbox runs references in eval mode, where it is inert.
+    # With training=True it draws random numbers: the determinism filter removes those tasks.
+    Op(
+        "dropout",
+        "torch.nn.functional.dropout",
+        "row",
+        "F.dropout({x}, p=0.1, training=True)",
+        weight=0.3,
+    ),
+    Op(
+        "linear",
+        "torch.nn.Linear",
+        "layer",
+        "{m}({x})",
+        (2,),
+        init="nn.Linear({in}, {new})",
+        new_size="HIDDEN",
+        weight=2.0,
+        shape=_replace_last,
+    ),
+    Op("layer_norm", "torch.nn.LayerNorm", "layer", "{m}({x})", (2,), init="nn.LayerNorm({in})", cost=12.0),
+    Op("rms_norm", "torch.nn.RMSNorm", "layer", "{m}({x})", (2,), init="nn.RMSNorm({in})", cost=12.0),
+    Op(
+        "conv2d",
+        "torch.nn.Conv2d",
+        "layer",
+        "{m}({x})",
+        (4,),
+        init="nn.Conv2d({in}, {new}, kernel_size=3, padding=1)",
+        new_size="C_OUT",
+        weight=2.0,
+        shape=_replace_channels,
+    ),
+    Op("batch_norm2d", "torch.nn.BatchNorm2d", "layer", "{m}({x})", (4,), init="nn.BatchNorm2d({in})", cost=12.0),
+    Op("max_pool2d", "torch.nn.functional.max_pool2d", "row", "F.max_pool2d({x}, 2)", (4,), cost=5.0, shape=_halve_spatial),
+    Op("avg_pool2d", "torch.nn.functional.avg_pool2d", "row", "F.avg_pool2d({x}, 2)", (4,), cost=5.0, shape=_halve_spatial),
+    Op("flatten", "torch.flatten", "row", "torch.flatten({x}, 1)", (4,), cost=0.0, weight=0.7, shape=_flatten),
+)  # fmt: skip
+
+
+def _resolves(target: str) -> bool:
+    obj: object = torch
+    for part in target.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return False
+    return callable(obj)
+
+
+@functools.cache
+def catalogue() -> dict[str, Op]:
+    """The ops whose torch callable this torch has, by name."""
+    return {op.name: op for op in _OPS if _resolves(op.target)}
+
+
+def describe(op: Op) -> dict[str, object]:
+    """What an op accepts and returns, as data: for each accepted rank, an example input shape
+    and the output shape torch gives it (``Op.output_shape``)."""
+    examples = {1: (64,), 2: (8, 64), 3: (2, 8, 64), 4: (2, 8, 16, 16)}
+    return {
+        "name": op.name,
+        "target": op.target,
+        "kind": op.kind,
+        "dtypes": list(DTYPES),
+        "params": [p.name for p in op.params],
+        "teachable": op.teachable,
+        "shapes": {
+            str(rank): [list(examples[rank]), list(op.output_shape(examples[rank]))]
+            for rank in op.ranks
+        },
+    }
