@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("kernel_sandbox", "reward", "rl_core", "policy", "agent")
+PACKAGES = ("kernel_sandbox", "reward", "rl_core", "policy", "agent", "data")
 ALLOWED_OURS: dict[str, set[str]] = {
     "kernel_sandbox": set(),
     "reward": set(),
     "rl_core": set(),
     "policy": set(),
     "agent": {"kernel_sandbox", "reward"},
+    "data": {"kernel_sandbox"},
     "runner": set(PACKAGES),
 }
 # Third-party modules a package must never load (beyond what its own job needs).
@@ -30,6 +31,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "rl_core": {"transformers", "peft", "accelerate"},
     "kernel_sandbox": {"transformers", "peft", "accelerate"},
     "agent": {"transformers", "peft"},
+    "data": {"transformers", "peft", "accelerate", "pyarrow"},  # pyarrow only when reading parquet
 }
 
 

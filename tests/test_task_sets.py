@@ -33,3 +33,18 @@ def test_sets_that_meet_are_refused_by_name_or_by_source(tmp_path: Path):
     # a directory of the user's with no held-out set: nothing held out
     train, heldout = task_sets(TrainConfig(tasks=str(tmp_path / "mine")))
     assert [t.name for t in train] == ["relu"] and heldout == []
+
+
+def test_the_shipped_compositions_train_beside_the_starter_suite_and_never_meet_heldout():
+    from cuda_agent.data import family_of, load_embedded, similarity
+    from cuda_agent.runner.task_sets import heldout_guard
+
+    train, heldout = task_sets(TrainConfig(tasks="starter+synth"))
+    assert len(train) == 9 + 200 and [t.name for t in heldout] == sorted(HELDOUT)
+    assert all("cpu" in t.solutions for t in train)  # every one can be taught
+    families, sources = heldout_guard()
+    assert families == {"elu", "leaky_relu", "tanh", "hardswish", "amax", "mean"}
+    embedded = load_embedded()
+    assert not {family_of(e.task, e.metadata) for e in embedded.entries} & families
+    worst = max(similarity(t.source, s) for t in embedded.tasks()[:50] for s in sources.values())
+    assert worst < 0.9

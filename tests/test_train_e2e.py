@@ -493,3 +493,22 @@ def test_train_runs_every_stage_on_the_gpu(tmp_path, tiny_model_dir, short_tasks
     assert longest < config["max_new_tokens"] <= 2 * longest + 64
     summary = json.loads((run / "summary.json").read_text())
     assert summary["backend"] == "cuda" and summary["train_pass_rate_after"] is not None
+
+
+def test_train_on_a_synthesized_task_directory(tmp_path, tiny_model_dir, heldout_tasks):
+    """``cuda-agent synth`` output is a task directory the trainer takes as it is (--tasks)."""
+    from cuda_agent.runner.cli import main
+
+    tasks = tmp_path / "synth"
+    argv = ["synth", "--count", "2", "--out", str(tasks), "--seed", "3", "--teachable"]
+    assert main([*argv, "--max-ops", "2", "--workers", "1", "--quiet"]) == 0
+    names = sorted(p.name for p in tasks.iterdir() if p.is_dir())
+    assert len(names) == 2 and all((tasks / n / "solution_cpu.py").is_file() for n in names)
+    run = tmp_path / "run"
+    quick = ["--warmstart-steps", "2", "--rft-tasks", "0", "--value-steps", "0", "--steps", "0"]
+    proc = _train(
+        *_args(run, tiny_model_dir, tasks, heldout_tasks)[:10], *quick, "--eval-limit", "1", "--quiet"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [r for r in _records(run) if r.get("stage") == "warmstart"]
+    assert len(steps) == 2 and {t for r in steps for t in r["tasks"]} <= set(names)

@@ -35,10 +35,18 @@ def heldout_guard() -> tuple[set[str], dict[str, str]]:
 
 
 def _load(source: str) -> list[Task]:
+    """Tasks of ``source``: ``builtin``, ``starter``, ``synth`` (the synthesized compositions
+    shipped with cuda-agent-data), a directory or file, or several joined by ``+``."""
+    if "+" in source:
+        return [task for part in source.split("+") for task in _load(part)]
     if source == "builtin":
         return builtin_tasks()
     if source == "starter":
         return builtin_tasks("starter")
+    if source == "synth":
+        from cuda_agent.data import load_embedded
+
+        return load_embedded().tasks()
     return load_tasks(source)
 
 
@@ -46,12 +54,12 @@ def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     """(training tasks, held-out tasks) of ``config``; TaskSetError when they meet."""
     if config.eval_tasks:
         heldout = _load(config.eval_tasks)
-    elif not config.tasks or config.tasks in ("builtin", "starter"):
+    elif not config.tasks or set(config.tasks.split("+")) <= {"builtin", "starter", "synth"}:
         heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
     else:
         heldout = []  # a task directory of the user's and no held-out set: nothing to split
     train = _load(config.tasks or "starter")
-    if not config.eval_tasks and config.tasks == "builtin":
+    if not config.eval_tasks and "builtin" in config.tasks.split("+"):
         train = [t for t in train if t.name not in HELDOUT]
     names = {t.name for t in heldout} & {t.name for t in train}
     sources = {t.source for t in heldout} & {t.source for t in train}

@@ -331,6 +331,15 @@ def _check_shapes(
             )
 
 
+def forward_lines(chain: Sequence[Op], steps: Sequence[Step]) -> list[str]:
+    """Each op's expression in the forward, in order (its input is always ``x``)."""
+    lines = []
+    for op, s in zip(chain, steps, strict=True):
+        names = {p.name: n for p, n in zip(op.params, s.params, strict=True)}
+        lines.append(op.forward_line("x", s.operand, s.module, names))
+    return lines
+
+
 def _source(
     chain: Sequence[Op],
     steps: Sequence[Step],
@@ -353,10 +362,8 @@ def _source(
         body.append(f"self.{s.module} = {op.init.format(**fields)}")
     body += [f"self.{p} = {p}" for p, _ in params]
     forward_args = ", ".join(f"{name}: torch.Tensor" for name, _ in inputs)
-    lines = []
-    for op, s in zip(chain, steps, strict=True):
-        names = {p.name: n for p, n in zip(op.params, s.params, strict=True)}
-        lines.append(f"x = {op.forward_line('x', s.operand, s.module, names)}")
+    lines = [f"x = {line}" for line in forward_lines(chain, steps)]
+    lines[-1] = lines[-1].replace("x = ", "return ", 1)  # the last op is returned, as usual
     uses_f = any("F." in line for line in lines) or any("F." in b for b in body)
     draws = ", ".join(f"torch.randn({', '.join(dims)})" for _, dims in inputs)
     init_values = [*init_args, *(repr(v) for _, v in params)]
@@ -381,7 +388,6 @@ def _source(
             "",
             f"    def forward(self, {forward_args}) -> torch.Tensor:",
             *(f"        {line}" for line in lines),
-            "        return x",
             "",
             "",
             "def get_inputs():",

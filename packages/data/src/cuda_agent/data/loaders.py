@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,19 @@ def _report(skipped: list[Skipped], what: str) -> None:
             shown,
             " ..." if len(skipped) > 3 else "",
         )
+
+
+EMBEDDED = ("cpu_compositions",)
+
+
+def load_embedded(name: str = "cpu_compositions") -> TaskSet:
+    """A task set shipped with this package: ``cpu_compositions`` is 200 compositions of up to
+    three elementwise or row-reduction operators, each with a C reference solution the sandbox
+    judged correct, made by ``cuda-agent synth --count 200 --backend cpu --seed 1 --teachable
+    --max-ops 3 --kernelbench KernelBench`` (its ``manifest.jsonl`` and ``synth_report.json``
+    beside the tasks). None has the operator combination of, or is 0.9 similar to, the
+    trainer's built-in held-out tasks or a KernelBench problem."""
+    if name not in EMBEDDED:
+        raise TaskError(f"no embedded task set {name!r}; there are: {', '.join(EMBEDDED)}")
+    root = resources.files("cuda_agent.data") / "embedded" / name
+    return TaskSet.from_dir(Path(str(root)))

@@ -3,7 +3,7 @@
 ``cpu_solution(composition)`` writes a ``ModelNew`` in the built-in solutions' form: one C
 function through ``kernel_sandbox.launch.cpu_kernel``, an OpenMP loop, one statement per op of
 the chain in the chain's order (so the kernel reads like the reference's forward, line by
-line). Chains it can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
+line, each C statement followed by the forward expression it computes). Chains it can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
 ``Op.reduce``), at most one reduction, no second input after it. A warm start teaches these;
 each is checked in the sandbox like any candidate before it is kept (``filters.py``).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from .catalogue import catalogue
-from .compose import Composition
+from .compose import Composition, forward_lines
 
 
 def can_write(composition: Composition) -> bool:
@@ -36,22 +36,25 @@ def cpu_solution(composition: Composition) -> str:
     if not can_write(composition):
         raise ValueError(f"{composition.name}: no C form for the chain {composition.ops}")
     ops = catalogue()
-    name = "_".join(composition.ops) + "_kernel"  # not a libm name (tanh, exp...)
+    name = "fused_kernel"  # one name for every chain (an op's own name can be libm's: tanh)
     params = [p for step in composition.steps for p in step.params]
     tensors = [n for n, _ in composition.inputs]
     reduction = next((s for s in composition.steps if ops[s.op].kind == "reduction"), None)
     before: list[str] = []
     after: list[str] = []
     target = before
-    for step in composition.steps:
-        op = ops[step.op]
+    chain = [ops[step.op] for step in composition.steps]
+    for op, step, torch_line in zip(
+        chain, composition.steps, forward_lines(chain, composition.steps), strict=True
+    ):
         if op.reduce is not None:
             target = after
             continue
         renamed = op.c
         for p, new in zip(op.params, step.params, strict=True):
             renamed = _rename(renamed, p.name, new)
-        target.append(f"v = {renamed.format(y=f'{step.operand}[i]')};")
+        # each C line says which line of the reference's forward it is
+        target.append(f"v = {renamed.format(y=f'{step.operand}[i]')};  // {torch_line}")
     args = ", ".join(
         ["float* out", *(f"const float* {t}" for t in tensors), *(f"float {p}" for p in params)]
     )
@@ -71,6 +74,7 @@ def cpu_solution(composition: Composition) -> str:
     else:
         reduce = ops[reduction.op].reduce
         assert reduce is not None
+        reduction_line = forward_lines([ops[reduction.op]], [reduction])[0]
         loop = [
             f"void {name}({args}, long rows, long cols) {{",
             "    #pragma omp parallel for",
@@ -79,7 +83,7 @@ def cpu_solution(composition: Composition) -> str:
             "        for (long i = r * cols; i < (r + 1) * cols; ++i) {",
             "            float v = x[i];",
             *(f"            {line}" for line in before),
-            f"            {reduce.step};",
+            f"            {reduce.step};  // {reduction_line}",
             "        }",
             f"        float v = (float)({reduce.finish});",
             *(f"        {line}" for line in after),

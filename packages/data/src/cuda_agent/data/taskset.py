@@ -290,7 +290,8 @@ def _endless(tasks: Sequence[Task], rng: random.Random) -> Iterator[Task]:
 
 
 def _read_manifest(path: Path) -> dict[str, dict[str, Any]]:
-    """Name -> metadata from a JSON-lines manifest (blank lines skipped)."""
+    """Name -> metadata from a JSON-lines manifest (blank lines skipped; rows with
+    ``"kept": false``, candidates ``cuda-agent synth`` judged and dropped, are not tasks)."""
     metadata: dict[str, dict[str, Any]] = {}
     for lineno, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
@@ -301,6 +302,8 @@ def _read_manifest(path: Path) -> dict[str, dict[str, Any]]:
             raise TaskError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
         if not isinstance(row, dict) or not isinstance(row.get("name"), str):
             raise TaskError(f'{path}:{lineno}: each row must be an object with a "name" string')
+        if row.get("kept") is False:
+            continue
         name = row.pop("name")
         if name in metadata:
             raise TaskError(f"{path}:{lineno}: task {name!r} appears twice")

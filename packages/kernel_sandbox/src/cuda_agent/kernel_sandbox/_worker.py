@@ -177,6 +177,9 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="cuda-agent-worker-"))
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
+    # torch.compile's inductor builds in a pool of one process per CPU by default: with one
+    # worker per pair of CPUs that is CPUs^2 / 2 compilers at once. Give it the worker's share.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(threads))
     isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and _isolate_network()
     # Candidate and compile workers run candidate code; the reference worker runs only trusted
     # task code (and torch.compile, whose precompiled headers exceed the output cap), so none

@@ -1,0 +1,25 @@
+"""Synthesized: sub -> maximum (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 1048576
+DIM = 1024
+CPU_SIZES = {"BATCH": 1040, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        x = x - y
+        return torch.maximum(x, z)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

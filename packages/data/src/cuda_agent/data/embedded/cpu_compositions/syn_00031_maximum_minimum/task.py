@@ -1,0 +1,25 @@
+"""Synthesized: maximum -> minimum (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 639856
+DIM = 512
+CPU_SIZES = {"BATCH": 1080, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        x = torch.maximum(x, y)
+        return torch.minimum(x, z)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

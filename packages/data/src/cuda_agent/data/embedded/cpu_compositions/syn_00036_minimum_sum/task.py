@@ -1,0 +1,25 @@
+"""Synthesized: minimum -> sum (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 439856
+DIM = 2048
+CPU_SIZES = {"BATCH": 3488, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = torch.minimum(x, y)
+        return torch.sum(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

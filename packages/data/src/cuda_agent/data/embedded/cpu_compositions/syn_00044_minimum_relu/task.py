@@ -1,0 +1,25 @@
+"""Synthesized: minimum -> relu (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 31648
+DIM = 8192
+CPU_SIZES = {"BATCH": 1400, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = torch.minimum(x, y)
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,26 @@
+"""Synthesized: shift -> vector_norm (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 524288
+DIM = 2048
+CPU_SIZES = {"BATCH": 16384, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, shift: float) -> None:
+        super().__init__()
+        self.shift = shift
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.shift
+        return torch.linalg.vector_norm(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [0.52]

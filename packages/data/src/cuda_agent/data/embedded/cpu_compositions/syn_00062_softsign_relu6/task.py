@@ -1,0 +1,26 @@
+"""Synthesized: softsign -> relu6 (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1425048
+DIM = 512
+CPU_SIZES = {"BATCH": 9120, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.softsign(x)
+        return F.relu6(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,26 @@
+"""Synthesized: gelu_tanh -> softsign (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 61512
+DIM = 8192
+CPU_SIZES = {"BATCH": 2496, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x, approximate="tanh")
+        return F.softsign(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,25 @@
+"""Synthesized: mul -> amax (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 680824
+DIM = 1024
+CPU_SIZES = {"BATCH": 8432, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x * y
+        return torch.amax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,24 @@
+"""Synthesized: sigmoid (1 operator); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 131072
+DIM = 8192
+CPU_SIZES = {"BATCH": 8192, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+"""Synthesized: hardtanh -> relu6 (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1408296
+DIM = 512
+CPU_SIZES = {"BATCH": 4048, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, limit: float) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.hardtanh(x, -self.limit, self.limit)
+        return F.relu6(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [0.97]

@@ -1,0 +1,26 @@
+"""Synthesized: sin -> hardswish (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 524288
+DIM = 2048
+CPU_SIZES = {"BATCH": 32768, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sin(x)
+        return F.hardswish(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+"""Synthesized: gelu -> sigmoid -> tanh (3 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 131072
+DIM = 8192
+CPU_SIZES = {"BATCH": 840, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x)
+        x = torch.sigmoid(x)
+        return torch.tanh(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+"""Synthesized: minimum -> hardtanh (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 108720
+DIM = 4096
+CPU_SIZES = {"BATCH": 7080, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, limit: float) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = torch.minimum(x, y)
+        return F.hardtanh(x, -self.limit, self.limit)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [0.86]

@@ -1,0 +1,26 @@
+"""Synthesized: abs -> add -> minimum (3 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 752768
+DIM = 512
+CPU_SIZES = {"BATCH": 224, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        x = torch.abs(x)
+        x = x + y
+        return torch.minimum(x, z)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

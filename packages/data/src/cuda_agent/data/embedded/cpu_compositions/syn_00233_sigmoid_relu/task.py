@@ -1,0 +1,25 @@
+"""Synthesized: sigmoid -> relu (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 524288
+DIM = 2048
+CPU_SIZES = {"BATCH": 2192, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sigmoid(x)
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,26 @@
+"""Synthesized: gelu -> silu (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 684720
+DIM = 512
+CPU_SIZES = {"BATCH": 3184, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x)
+        return F.silu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

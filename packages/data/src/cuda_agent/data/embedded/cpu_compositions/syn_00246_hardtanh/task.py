@@ -1,0 +1,26 @@
+"""Synthesized: hardtanh (1 operator); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 32768, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, limit: float) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.hardtanh(x, -self.limit, self.limit)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1.41]

@@ -1,0 +1,26 @@
+"""Synthesized: softplus -> relu (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 854816
+DIM = 512
+CPU_SIZES = {"BATCH": 6760, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.softplus(x)
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

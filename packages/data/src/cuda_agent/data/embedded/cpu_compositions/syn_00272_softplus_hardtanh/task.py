@@ -1,0 +1,27 @@
+"""Synthesized: softplus -> hardtanh (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 4008, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, limit: float) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.softplus(x)
+        return F.hardtanh(x, -self.limit, self.limit)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1.96]

@@ -1,0 +1,28 @@
+"""Synthesized: softplus -> vector_norm -> leaky_relu (3 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 110112
+DIM = 8192
+CPU_SIZES = {"BATCH": 8488, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, negative_slope: float) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.softplus(x)
+        x = torch.linalg.vector_norm(x, dim=-1)
+        return F.leaky_relu(x, self.negative_slope)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [0.14]

@@ -1,0 +1,25 @@
+"""Synthesized: square -> sigmoid (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 3392, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.square(x)
+        return torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []
