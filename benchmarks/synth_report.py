@@ -11,6 +11,7 @@ KernelBench problem, and their eager and compiled times.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 from collections import Counter
@@ -19,7 +20,7 @@ from pathlib import Path
 
 def _bins(values: list[float], edges: list[float]) -> dict[str, int]:
     out = {}
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in itertools.pairwise(edges):
         out[f"{lo:g}-{hi:g}"] = sum(lo <= v < hi or (v == hi == edges[-1]) for v in values)
     return out
 

@@ -507,7 +507,11 @@ def test_train_on_a_synthesized_task_directory(tmp_path, tiny_model_dir, heldout
     run = tmp_path / "run"
     quick = ["--warmstart-steps", "2", "--rft-tasks", "0", "--value-steps", "0", "--steps", "0"]
     proc = _train(
-        *_args(run, tiny_model_dir, tasks, heldout_tasks)[:10], *quick, "--eval-limit", "1", "--quiet"
+        *_args(run, tiny_model_dir, tasks, heldout_tasks)[:10],
+        *quick,
+        "--eval-limit",
+        "1",
+        "--quiet",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = [r for r in _records(run) if r.get("stage") == "warmstart"]
