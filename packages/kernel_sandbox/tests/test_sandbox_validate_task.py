@@ -207,3 +207,21 @@ def test_constant_answer_is_found_exactly_when_one_passes(value, noise, atol, rt
     # gap <= 2 * atol + rtol * (|a| + |b|), i.e. gap <= 2 * (atol + rtol * |a|) / (1 - rtol).
     gap = 3 * (atol + rtol * abs(value)) / (1 - rtol)
     assert judge.constant(torch.tensor([value, value + gap], dtype=torch.float64)) is None
+
+
+def test_a_validator_keeps_its_worker_between_calls_and_survives_a_crash():
+    from cuda_agent.kernel_sandbox import TaskValidator
+
+    config = SandboxConfig(backend="cpu", deadlines=Deadlines(load=5.0))
+    honest = _task("honest", *CASES["honest"][:2])
+    crash = _task("segfault", *FAILING["segfault"][:2])
+    with TaskValidator(config) as validate:
+        first = validate(honest)
+        proc = validate._worker.proc
+        assert proc is not None and proc.poll() is None
+        assert validate(_task("zeros", *CASES["zeros"][:2])).findings
+        assert validate._worker.proc is proc  # the same worker process served both
+        assert [f.code for f in validate(crash).findings] == ["reference_error"]
+        assert validate(honest) == first  # a new worker after the crash, the same verdict
+    with pytest.raises(ValueError, match="draws"):
+        TaskValidator(config, draws=1)

@@ -7,7 +7,7 @@ in the sandbox (``run_filters``) and decontamination by normalised-AST similarit
 
 from .catalogue import Op, catalogue
 from .compose import OP_COUNTS, WINDOWS, Composition, CompositionError, compose
-from .filters import SANDBOX_FILTERS, FilterVerdict, run_filters
+from .filters import SANDBOX_FILTERS, Filters, FilterVerdict, run_filters
 from .loaders import load_embedded, load_kernelbench, load_ops6k
 from .similarity import decontaminate, deduplicate, nearest, normalized_ast, similarity
 from .solutions import can_write, cpu_solution
@@ -21,6 +21,7 @@ __all__ = [
     "Composition",
     "CompositionError",
     "FilterVerdict",
+    "Filters",
     "Op",
     "SynthReport",
     "TaskEntry",

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, TaskValidation, validate_tasks
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, TaskValidation, TaskValidator
 
 SANDBOX_FILTERS = (
     "reference_error",
@@ -77,35 +77,72 @@ def run_filters(
 ) -> list[FilterVerdict]:
     """Every task through the filters, ``workers`` lanes at a time; ``solutions`` maps a task
     name to a ``ModelNew`` source to check; ``progress`` gets each verdict when it is made."""
-    if workers < 1:
-        raise ValueError("workers must be >= 1")
-    config = SandboxConfig(backend=backend, workers=1, threads_per_worker=1)
-    lanes = [list(tasks[k::workers]) for k in range(workers)]
-    verdicts: dict[str, FilterVerdict] = {}
-    lock = threading.Lock()
-    solutions = solutions or {}
-    with Sandbox(SandboxConfig(backend=backend, workers=workers, threads_per_worker=1)) as box:
+    with Filters(backend, window, workers) as filters:
+        return filters.run(tasks, solutions, progress)
 
-        def lane(chunk: list[Task]) -> None:
-            by_name = {t.name: t for t in chunk}
 
-            def judged(report: TaskValidation) -> None:
-                verdict = _verdict(report, window)
-                task = by_name[report.task]
-                if verdict.kept and task.name in solutions:
-                    verdict = _check_solution(box, task, solutions[task.name], verdict)
+class Filters:
+    """The filters' workers, kept up between calls of ``run`` (one reference worker per lane,
+    whose first ``torch.compile`` is paid once; one sandbox for the solutions)."""
+
+    def __init__(
+        self,
+        backend: Literal["cpu", "cuda"] = "cpu",
+        window: tuple[float, float] = (0.0, float("inf")),
+        workers: int = 2,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.window = window
+        config = SandboxConfig(backend=backend, workers=1, threads_per_worker=1)
+        self._lanes = [TaskValidator(config, timing=True) for _ in range(workers)]
+        self._box: Sandbox | None = None
+        self._sandbox_config = SandboxConfig(backend=backend, workers=workers, threads_per_worker=1)
+
+    def run(
+        self,
+        tasks: Sequence[Task],
+        solutions: Mapping[str, str] | None = None,
+        progress: Callable[[FilterVerdict], None] | None = None,
+    ) -> list[FilterVerdict]:
+        """The verdicts on ``tasks``, in order (lanes take every ``workers``-th task)."""
+        solutions = solutions or {}
+        if solutions and self._box is None:
+            self._box = Sandbox(self._sandbox_config)
+        verdicts: dict[str, FilterVerdict] = {}
+        lock = threading.Lock()
+        width = len(self._lanes)
+
+        def lane(validate: TaskValidator, chunk: Sequence[Task]) -> None:
+            for task in chunk:
+                verdict = _verdict(validate(task), self.window)
+                if verdict.kept and task.name in solutions and self._box is not None:
+                    verdict = _check_solution(self._box, task, solutions[task.name], verdict)
                 with lock:
-                    verdicts[report.task] = verdict
+                    verdicts[task.name] = verdict
                 if progress is not None:
                     progress(verdict)
 
-            if chunk:
-                validate_tasks(chunk, config, timing=True, progress=judged)
-
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            for future in [pool.submit(lane, chunk) for chunk in lanes]:
+        with concurrent.futures.ThreadPoolExecutor(width) as pool:
+            futures = [
+                pool.submit(lane, validate, tasks[k::width])
+                for k, validate in enumerate(self._lanes)
+            ]
+            for future in futures:
                 future.result()
-    return [verdicts[t.name] for t in tasks]
+        return [verdicts[t.name] for t in tasks]
+
+    def close(self) -> None:
+        for validate in self._lanes:
+            validate.close()
+        if self._box is not None:
+            self._box.close()
+
+    def __enter__(self) -> Filters:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _verdict(report: TaskValidation, window: tuple[float, float]) -> FilterVerdict:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .compose import WINDOWS, Composition, compose
-from .filters import SANDBOX_FILTERS, FilterVerdict, run_filters
+from .filters import SANDBOX_FILTERS, Filters, FilterVerdict
 from .similarity import Fingerprint, SimilarityIndex, fingerprint
 from .solutions import can_write, cpu_solution
 
@@ -127,7 +127,10 @@ def synthesize(
     index = 1 + max((row["index"] for row in done), default=-1)
     limit = max_candidates or 50 * count
     started = time.perf_counter()
-    with (out / MANIFEST).open("a") as manifest:
+    with (
+        (out / MANIFEST).open("a") as manifest,
+        Filters(backend, WINDOWS[backend], workers) as lanes,
+    ):
         while report.kept < count and index < limit:
             size = min(max(2 * workers, round(1.3 * (count - report.kept))), 64, limit - index)
             batch = [
@@ -136,7 +139,7 @@ def synthesize(
             ]
             index += size
             rows = _judge(
-                batch, out, backend, workers, solutions, corpora, kept_corpus,
+                batch, out, backend, lanes, solutions, corpora, kept_corpus,
                 exclude_families, threshold, count - report.kept,
             )  # fmt: skip
             for row in rows:
@@ -155,7 +158,7 @@ def _judge(
     batch: list[Composition],
     out: Path,
     backend: Literal["cpu", "cuda"],
-    workers: int,
+    lanes: Filters,
     solutions: bool,
     corpora: Mapping[str, Corpus],
     kept_corpus: Corpus,
@@ -190,13 +193,7 @@ def _judge(
                 survivors.append(comp)
         rows[index] = row
     written = {c.name: cpu_solution(c) for c in survivors if solutions and can_write(c)}
-    verdicts = run_filters(
-        [c.to_task() for c in survivors],
-        backend,
-        WINDOWS[backend],
-        {n: s for n, s in written.items()} if backend == "cpu" else None,
-        workers,
-    )
+    verdicts = lanes.run([c.to_task() for c in survivors], written if backend == "cpu" else None)
     by_name: dict[str, FilterVerdict] = {v.task: v for v in verdicts}
     kept = 0
     for index, comp in enumerate(batch):

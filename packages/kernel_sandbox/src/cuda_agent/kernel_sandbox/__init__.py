@@ -5,7 +5,13 @@ from .errors import CandidateError, CompileError, TaskError
 from .result import STATUSES, EvalResult, Status, TrialOutcome
 from .sandbox import Sandbox, evaluate_solutions
 from .tasks import STARTER_SUITE, Task, builtin_tasks, load_task, load_tasks, task_from_source
-from .validate import TaskFinding, TaskValidation, validate_task, validate_tasks
+from .validate import (
+    TaskFinding,
+    TaskValidation,
+    TaskValidator,
+    validate_task,
+    validate_tasks,
+)
 
 __all__ = [
     "STARTER_SUITE",
@@ -22,6 +28,7 @@ __all__ = [
     "TaskError",
     "TaskFinding",
     "TaskValidation",
+    "TaskValidator",
     "Tolerances",
     "TrialOutcome",
     "builtin_tasks",

@@ -103,23 +103,53 @@ def validate_tasks(
 ) -> list[TaskValidation]:
     """``validate_task`` for each task, in order, in one reference worker (started once, and
     again after a task crashed it); ``progress`` is called with each verdict as it is made."""
-    if draws < 2:
-        raise ValueError("draws must be >= 2: input independence compares draws")
-    cfg = replace(config or SandboxConfig(), workers=1).resolved()
-    jobs = [_job(task, cfg, draws) for task in tasks]  # a malformed CPU_SIZES raises here
-    worker = Worker(cfg, 0, "reference")
-    reports = []
-    try:
+    with TaskValidator(config, draws, timing) as validator:
+        jobs = [validator.job(task) for task in tasks]  # a malformed CPU_SIZES raises here
+        reports = []
         for task, job in zip(tasks, jobs, strict=True):
-            report = _validate(task, job, cfg, worker)
-            if timing and not any(f.code == "reference_error" for f in report.findings):
-                report = _time(report, job, cfg, worker)
+            reports.append(validator.run(task, job))
             if progress is not None:
-                progress(report)
-            reports.append(report)
+                progress(reports[-1])
         return reports
-    finally:
-        worker.kill()
+
+
+class TaskValidator:
+    """``validate_task`` over time in one reference worker that stays up between calls (a
+    worker's first ``torch.compile`` on the CPU can take a minute: pay it once).
+
+        with TaskValidator(SandboxConfig(backend="cpu"), timing=True) as validate:
+            report = validate(task)
+    """
+
+    def __init__(
+        self, config: SandboxConfig | None = None, draws: int = 3, timing: bool = False
+    ) -> None:
+        if draws < 2:
+            raise ValueError("draws must be >= 2: input independence compares draws")
+        self.config = replace(config or SandboxConfig(), workers=1).resolved()
+        self.draws, self.timing = draws, timing
+        self._worker = Worker(self.config, 0, "reference")
+
+    def job(self, task: Task) -> dict[str, Any]:
+        return _job(task, self.config, self.draws)
+
+    def run(self, task: Task, job: dict[str, Any]) -> TaskValidation:
+        report = _validate(task, job, self.config, self._worker)
+        if self.timing and not any(f.code == "reference_error" for f in report.findings):
+            report = _time(report, job, self.config, self._worker)
+        return report
+
+    def __call__(self, task: Task) -> TaskValidation:
+        return self.run(task, self.job(task))
+
+    def close(self) -> None:
+        self._worker.kill()
+
+    def __enter__(self) -> TaskValidator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _job(task: Task, cfg: SandboxConfig, draws: int) -> dict[str, Any]:
