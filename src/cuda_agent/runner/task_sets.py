@@ -26,12 +26,10 @@ HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
 def heldout_guard() -> tuple[set[str], dict[str, str]]:
     """What synthesized training tasks must stay clear of: the operator combinations of the
     built-in held-out tasks (``cuda_agent.data`` families) and their sources (by name)."""
-    from cuda_agent.data.similarity import operator_names
+    from cuda_agent.data import family_of
 
     heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
-    return {"+".join(sorted(operator_names(t.source))) for t in heldout}, {
-        t.name: t.source for t in heldout
-    }
+    return {family_of(t) for t in heldout}, {t.name: t.source for t in heldout}
 
 
 def _load(source: str) -> list[Task]:
