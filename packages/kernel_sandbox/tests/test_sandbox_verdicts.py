@@ -138,10 +138,16 @@ def test_input_mutation_is_rejected(sandbox, relu):
 
 
 def test_prints_do_not_corrupt_the_protocol(sandbox, relu):
-    noisy = relu.solutions["cpu"].replace(
-        "x = x.contiguous()", 'print(\'{"type": "result"}\' * 1000); x = x.contiguous()'
+    # Protocol-shaped text on stdout when the module loads (18 KB) and on every forward. The
+    # forward's print is short: 18 KB per call is host time outside the kernels, and the decoy
+    # check rightly counts it (0.15 ms, at its floor on the loaded CI machine).
+    fake = '{"type": "result", "status": "ok"}'
+    noisy = f"print({fake!r} * 500)\n" + relu.solutions["cpu"].replace(
+        "x = x.contiguous()", f"print({fake!r}); x = x.contiguous()"
     )
-    assert sandbox.evaluate(relu, noisy).status == "ok"
+    result = sandbox.evaluate(relu, noisy)
+    assert result.status == "ok", result.message
+    assert all(t.passed for t in result.trials)
 
 
 def test_hang_hits_the_deadline_and_the_next_job_is_fine(relu):
