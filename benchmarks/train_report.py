@@ -1,11 +1,17 @@
 """Summarise a finished ``cuda-agent train`` run as a figures JSON (CPU or GPU).
 
     python benchmarks/train_report.py RUN_DIR OUT.json --wall-s S [--label default]
-        [--command "..."] [--machine "..."]
+        [--command "..."] [--machine "..."] [--learning LEARNING.json]
 
 Fields: date, commit, machine, torch, model, wall_s, the held-out and training tasks, each
 evaluation's pass rate, faster-than-eager rate, mean reward and per-task rewards (``before`` and
-``after`` for both sets, which never meet), seconds per stage, and the RL steps' statistics.
+``after`` for both sets, which never meet, and ``warmstart`` where the run evaluated after the
+warm start), seconds per stage, and the RL steps' statistics.
+
+``--learning`` also writes issue 17's ``learning.json``: the held-out pass rate and
+faster-than-eager rate before training, after the warm start and after RL (shares in 0..1),
+the gains of RL over the warm start, whether both reach ``TARGET_GAIN``, ``training_s`` (the
+seconds of the training stages, evaluations left out), ``model``, ``gpu`` and ``commit``.
 """
 
 from __future__ import annotations
@@ -42,6 +48,35 @@ STEP_KEYS = (
     "skipped_updates",
     "seconds",
 )
+EVAL_POINTS = ("_before", "_warmstart", "_after")
+TARGET_GAIN = 0.20  # issue 17: RL adds 20 points to each held-out rate over the warm start
+
+
+def learning(report: dict) -> dict:
+    """Issue 17's learning figure from a ``train_report`` report."""
+    evals = report["evaluations"]
+
+    def point(name: str) -> dict | None:
+        got = evals.get(name)
+        return None if got is None else {k: got.get(k) for k in ("pass_rate", "faster_than_eager")}
+
+    warm, after = point("heldout_warmstart"), point("heldout_after")
+    gains = None
+    if warm and after and None not in (*warm.values(), *after.values()):
+        gains = {k: after[k] - warm[k] for k in warm}
+    return {
+        "benchmark": "learning",
+        "set": "heldout (tasks never trained on)",
+        "heldout_tasks": evals.get("heldout_after", {}).get("tasks"),
+        "heldout_before": point("heldout_before"),
+        "heldout_after_warmstart": warm,
+        "heldout_after_rl": after,
+        "gain_rl_over_warmstart": gains,
+        "target_gain": TARGET_GAIN,
+        "target_met": bool(gains) and all(g >= TARGET_GAIN for g in gains.values()),
+        "training_s": sum(report["stage_seconds"].values()),
+        **{k: report[k] for k in ("model", "gpu", "commit", "date", "command", "torch")},
+    }
 
 
 def main() -> None:
@@ -52,10 +87,11 @@ def main() -> None:
     parser.add_argument("--label", default="default")
     parser.add_argument("--command", default="")
     parser.add_argument("--machine", default="")
+    parser.add_argument("--learning", type=Path, help="also write learning.json here")
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
     records = [json.loads(x) for x in (args.run_dir / "metrics.jsonl").read_text().splitlines()]
-    evals = {r["stage"]: r for r in records if r["stage"].endswith(("_before", "_after"))}
+    evals = {r["stage"]: r for r in records if r["stage"].endswith(EVAL_POINTS)}
     # The device's copy of the tree may carry an older .git: the caller names the commit.
     commit = (
         os.environ.get("CUDA_AGENT_COMMIT")
@@ -93,6 +129,10 @@ def main() -> None:
         ],
     }
     args.out.write_text(json.dumps(report, indent=2))
+    if args.learning:
+        figure = learning(report)
+        args.learning.write_text(json.dumps(figure, indent=2) + "\n")
+        print(json.dumps({k: figure[k] for k in ("gain_rl_over_warmstart", "target_met")}))
     short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}
     print(json.dumps({"wall_s": args.wall_s, "mean_reward, pass_rate": short}, indent=2))
 

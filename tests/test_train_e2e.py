@@ -24,6 +24,8 @@ from cuda_agent.policy.testing import save_tiny_model
 SMALL = [
     "--warmstart-steps",
     "2",
+    "--eval-after-warmstart",
+    "yes",
     "--rl-warmup-steps",
     "1",
     "--rft-tasks",
@@ -61,6 +63,8 @@ STAGES = [
     "train_before",
     "warmstart",
     "warmstart",
+    "heldout_warmstart",
+    "train_warmstart",
     "rl_warmup",
     "rft",
     "rft",
@@ -190,6 +194,8 @@ def test_train_runs_every_stage_and_writes_outputs(
     assert summary["backend"] == "cpu" and summary["heldout_tasks"] == sorted(HELDOUT_TASKS)
     assert summary["heldout_pass_rate_before"] is not None
     assert summary["heldout_pass_rate_after"] is not None
+    assert summary["heldout_pass_rate_warmstart"] is not None  # what RL adds to the warm start
+    assert (run / "eval" / "heldout_warmstart" / "eval.json").exists()
     assert (run / "adapter" / "adapter_config.json").exists()
     assert (run / "eval" / "heldout_after" / "eval.json").exists()
     assert list((run / "tensorboard").iterdir()), "TensorBoard events"
@@ -231,10 +237,11 @@ def test_a_run_killed_in_every_stage_resumes_without_lost_or_repeated_work(
 
     # Killed with SIGKILL mid-evaluation, then at the first committed step of each stage.
     kills = [lambda: rows("heldout_before") >= 1]
-    kills += [
+    steps_done = [
         lambda s=s: state().get("stage_steps", {}).get(s, 0) >= 1
         for s in ("warmstart", "rft", "rl")
     ]
+    kills += [steps_done[0], lambda: rows("heldout_warmstart") >= 1, *steps_done[1:]]
     kills += [lambda: rows("heldout_after") >= 1]
     first = _args(run, tiny_model_dir, short_tasks, heldout_tasks)
     for i, done in enumerate(kills):
@@ -252,7 +259,7 @@ def test_a_run_killed_in_every_stage_resumes_without_lost_or_repeated_work(
     assert [r["stage"] for r in records] == STAGES
     for stage, n in {"warmstart": 2, "rl_warmup": 1, "rft": 2, "value": 1, "rl": 2}.items():
         assert [r["step"] for r in records if r["stage"] == stage] == list(range(n)), stage
-    for name in ("heldout_before", "heldout_after"):
+    for name in ("heldout_before", "heldout_warmstart", "heldout_after"):
         evaluated = json.loads((run / "eval" / name / "eval.json").read_text())["per_task"]
         assert sorted(row["task"] for row in evaluated) == sorted(HELDOUT_TASKS)
         assert rows(name) == len(HELDOUT_TASKS), "no task evaluated twice"
@@ -456,7 +463,7 @@ def test_default_model_runs_every_stage_and_learns_answers_that_fit(
     summary = json.loads((run / "summary.json").read_text())
     assert summary["model"] == "smollm2-135m-gguf"
     stages = {r["stage"] for r in _records(run)}
-    assert stages == set(STAGES)
+    assert stages == set(STAGES) - {"heldout_warmstart", "train_warmstart"}  # not asked for
     rows = (run / "eval" / "train_after" / "eval_tasks.jsonl").read_text().splitlines()
     statuses = {json.loads(r)["task"]: json.loads(r)["status"] for r in rows}
     assert all(s not in ("malformed", "no_answer") for s in statuses.values()), statuses

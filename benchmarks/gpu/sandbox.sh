@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 OUT="${1:?usage: sandbox.sh OUT_DIR [breakdown|tests|costs|targets|rl_core|all]}"
 PART="${2:-all}"
 mkdir -p "$OUT"
-export PYTHONPATH="packages/kernel_sandbox/src:packages/reward/src:packages/rl_core/src:packages/policy/src:packages/agent/src:src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$(ls -d packages/*/src | tr '\n' ':')src${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$OUT/gpu.txt" 2>&1
 python -c "import torch, cupy, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cupy', cupy.__version__, 'triton', triton.__version__)" >> "$OUT/gpu.txt" 2>&1

@@ -2,7 +2,9 @@
 # The default `cuda-agent train` on the H200 with the real embedded weights (issue 12).
 #   bash benchmarks/gpu/train.sh OUT_DIR [GGUF] [label [extra train flags...]]
 # GGUF defaults to /tmp/smol.gguf (joined by benchmarks/gpu/join_model.sh). Writes
-# OUT_DIR/train_<label>.json (figures), OUT_DIR/train_<label>.log and the run's metrics.jsonl.
+# OUT_DIR/train_<label>.json (figures), OUT_DIR/train_<label>.log and the run's metrics.jsonl;
+# with the label "learning" (issue 17: `train.sh OUT GGUF learning --preset h200`) also
+# OUT_DIR/learning.json, the held-out rates after the warm start and after RL, and the curves.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:?usage: train.sh OUT_DIR [GGUF] [label [flags...]]}"
@@ -10,7 +12,7 @@ GGUF="${2:-/tmp/smol.gguf}"
 LABEL="${3:-default}"
 shift $(( $# < 3 ? $# : 3 ))
 mkdir -p "$OUT"
-export PYTHONPATH="packages/kernel_sandbox/src:packages/reward/src:packages/rl_core/src:packages/policy/src:packages/agent/src:src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$(ls -d packages/*/src | tr '\n' ':')src${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
 RUN="/tmp/train-$LABEL"
 rm -rf "$RUN"
@@ -22,5 +24,11 @@ wall=$(python -c "print(round($(date +%s.%N) - $start, 1))")
 echo "train $LABEL: exit $rc, ${wall} s"
 if [ $rc -ne 0 ]; then tail -30 "$OUT/train_$LABEL.log"; exit $rc; fi
 cp "$RUN/metrics.jsonl" "$OUT/train_${LABEL}_metrics.jsonl"
-python benchmarks/train_report.py "$RUN" "$OUT/train_$LABEL.json" --wall-s "$wall" \
+EXTRA=()
+if [ "$LABEL" = "learning" ]; then
+  EXTRA=(--learning "$OUT/learning.json")
+  cp -r "$RUN/curves" "$OUT/curves" 2>/dev/null
+  for e in "$RUN"/eval/*/eval.json; do cp "$e" "$OUT/eval_$(basename "$(dirname "$e")").json"; done
+fi
+python benchmarks/train_report.py "$RUN" "$OUT/train_$LABEL.json" --wall-s "$wall" "${EXTRA[@]}" \
     --label "$LABEL" --command "$(echo "$CMD" | sed "s#$GGUF#smol.gguf#; s#$RUN#RUN_DIR#")"

@@ -21,7 +21,8 @@ class TrainConfig:
 
     Stages (``runner/stages``), each skipped at 0 steps:
     evaluate before (held-out and training tasks) -> warm start (supervised on reference
-    solutions) -> single-turn RL warm-up -> trajectory collection and rejection fine-tuning ->
+    solutions) -> [evaluate, with ``eval_after_warmstart``] -> single-turn RL warm-up ->
+    trajectory collection and rejection fine-tuning ->
     value pre-training -> multi-turn agentic RL -> evaluate after.
     """
 
@@ -34,6 +35,8 @@ class TrainConfig:
     eval_limit: int = 0  # most held-out tasks evaluated (0 = all)
     eval_train: bool = True  # also evaluate the training tasks before and after
     eval_turns: int = 1
+    # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
+    eval_after_warmstart: bool = False
     seed: int = 0
     # warm start (supervised)
     warmstart_steps: int = 24

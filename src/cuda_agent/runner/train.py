@@ -31,6 +31,8 @@ from .metrics import RunMetrics, StageProgress, plot_curves
 from .stages import evaluation, rft, rl, value, warmstart
 from .task_sets import task_sets
 
+EVAL_POINTS = ("_before", "_warmstart", "_after")  # evaluation stages' name endings
+
 
 def _stage_units(config: TrainConfig, evaluations: int) -> int:
     rft_units = (config.rft_steps or 0) if config.rft_tasks else 0
@@ -89,8 +91,9 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         [("train", train_tasks)] if config.eval_train or not heldout else []
     )
     evals = [(name, tasks) for name, tasks in evals if tasks]
-    display = StageProgress(_stage_units(config, 2 * len(evals)), enabled=progress)
-    done = len([s for s in state.finished_stages if s.endswith(("_before", "_after"))])
+    points = 3 if config.eval_after_warmstart and config.warmstart_steps else 2
+    display = StageProgress(_stage_units(config, points * len(evals)), enabled=progress)
+    done = len([s for s in state.finished_stages if s.endswith(EVAL_POINTS)])
     display.advance(done + sum(state.stage_steps.values()))
     ctx = Run(
         config,
@@ -122,6 +125,10 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
                 if units and stage not in state.finished_stages:
                     display.stage(stage, units)
                     stage_run()
+                if stage == "warmstart" and units and config.eval_after_warmstart:
+                    for name, tasks in evals:
+                        display.stage(f"{name}_warmstart", 1)
+                        evaluation.run(ctx, f"{name}_warmstart", tasks)
             for name, tasks in evals:
                 display.stage(f"{name}_after", 1)
                 evaluation.run(ctx, f"{name}_after", tasks)
@@ -144,7 +151,9 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         "curves": [str(p) for p in curves],
     }
     for name, _ in evals:
-        for when in ("before", "after"):
+        for when in ("before", "warmstart", "after"):
+            if when == "warmstart" and f"{name}_{when}" not in e:
+                continue
             got = e.get(f"{name}_{when}", {})
             for key in ("mean_reward", "pass_rate", "faster_than_eager"):
                 summary[f"{name}_{key}_{when}"] = got.get(key)
