@@ -37,6 +37,13 @@ class TrainConfig:
     eval_turns: int = 1
     # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
     eval_after_warmstart: bool = False
+    # Ray ([ray] table): the sandbox pool on a cluster's actors ("auto": the running cluster,
+    # "local": a new one here; empty: no Ray), ``ray_sandbox_workers`` slot actors (0: one per
+    # GPU, or per two CPUs), ``ray_rollout_workers`` actors collecting episodes (0: the trainer
+    # samples itself)
+    ray_address: str = ""
+    ray_sandbox_workers: int = 0
+    ray_rollout_workers: int = 0
     seed: int = 0
     # warm start (supervised)
     warmstart_steps: int = 24
@@ -97,7 +104,8 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
-                  "rl_warmup_steps", "rft_tasks", "rft_steps", "value_steps")  # fmt: skip
+                  "rl_warmup_steps", "rft_tasks", "rft_steps", "value_steps",
+                  "ray_sandbox_workers", "ray_rollout_workers")  # fmt: skip
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
@@ -124,6 +132,11 @@ class TrainConfig:
             raise ValueError(
                 "--kl-coef needs a LoRA policy (--lora-rank > 0): the KL reference is the base "
                 "model with the adapter switched off"
+            )
+        if (self.ray_sandbox_workers or self.ray_rollout_workers) and not self.ray_address:
+            raise ValueError(
+                "--ray-sandbox-workers and --ray-rollout-workers need --ray-address "
+                "('auto' for the running cluster, 'local' for a new one here)"
             )
         if self.advantage == "gae" and self.history != "full":
             raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")

@@ -43,6 +43,7 @@ class Run:
     advance: Callable[[int], None] = lambda n: None  # the progress display
     value: ValueModel | None = None
     optimizers: dict[str, PolicyOptimizer] = field(default_factory=dict)
+    rollouts: Any = None  # ray_rollouts.RayRollouts: episodes collected on Ray actors
 
     @property
     def backend(self) -> str:

@@ -61,16 +61,26 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         f"run directory: {run_dir}  training tasks: {len(train_tasks)}  held-out tasks: "
         f"{len(heldout)}  loading policy {config.model} ..."
     )
-    policy = Policy.load(
-        PolicyConfig(
-            model=config.model,
-            device=config.device,
-            lora_rank=config.lora_rank,
-            lora_alpha=config.lora_alpha,
-            seed=config.seed,
+    policy_config = PolicyConfig(
+        model=config.model,
+        device=config.device,
+        lora_rank=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        seed=config.seed,
+    )
+    policy = Policy.load(policy_config)
+    sandbox = Sandbox(
+        SandboxConfig(
+            backend=config.backend,  # type: ignore[arg-type]
+            ray_address=config.ray_address or None,
+            workers=config.ray_sandbox_workers,
         )
     )
-    sandbox = Sandbox(SandboxConfig(backend=config.backend))  # type: ignore[arg-type]
+    rollouts = None
+    if config.ray_rollout_workers:
+        from .ray_rollouts import RayRollouts
+
+        rollouts = RayRollouts(policy_config, sandbox, config.ray_rollout_workers)
     log(
         f"sandbox backend: {sandbox.backend} ({sandbox.config.workers} workers); policy on "
         f"{policy.device} ({getattr(policy.model, 'dtype', '?')})"
@@ -106,6 +116,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         state,
         log,
         advance=display.advance,
+        rollouts=rollouts,
     )
     ctx.restore(critic=config.needs_critic)
     ctx.prune()  # checkpoints a killed run wrote but never committed
@@ -135,6 +146,8 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     finally:
         display.close()
         metrics.close()
+        if rollouts is not None:
+            rollouts.close()
 
     policy.save(run_dir / "adapter")
     curves = plot_curves(run_dir / "metrics.jsonl", run_dir / "curves")

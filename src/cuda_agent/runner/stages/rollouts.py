@@ -29,19 +29,17 @@ def collect(
     temperature: float | None = None,
 ) -> RolloutBatch:
     config = ctx.config
-    ctx.policy.eval()
-    return run_episodes(
-        ctx.policy,
-        ctx.sandbox,
-        tasks,
-        SamplingParams(
-            n=samples,
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature if temperature is None else temperature,
-            seed=seed,
-        ),
-        AgentConfig(max_turns=turns, history=config.history),  # type: ignore[arg-type]
+    sampling = SamplingParams(
+        n=samples,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature if temperature is None else temperature,
+        seed=seed,
     )
+    agent = AgentConfig(max_turns=turns, history=config.history)  # type: ignore[arg-type]
+    if ctx.rollouts is not None:  # on Ray actors, with the policy's current weights
+        return ctx.rollouts.collect(ctx.policy, tasks, sampling, agent)
+    ctx.policy.eval()
+    return run_episodes(ctx.policy, ctx.sandbox, tasks, sampling, agent)
 
 
 def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from .config import TOLERANCE_PRESETS, Deadlines, SandboxConfig, Tolerances
 from .errors import CandidateError, CompileError, TaskError
+from .ray_sandbox import RaySandbox
 from .result import STATUSES, EvalResult, Status, TrialOutcome
 from .sandbox import Sandbox, evaluate_solutions
 from .tasks import STARTER_SUITE, Task, builtin_tasks, load_task, load_tasks, task_from_source
@@ -21,6 +22,7 @@ __all__ = [
     "CompileError",
     "Deadlines",
     "EvalResult",
+    "RaySandbox",
     "Sandbox",
     "SandboxConfig",
     "Status",

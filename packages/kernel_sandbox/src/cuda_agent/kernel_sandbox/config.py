@@ -108,6 +108,10 @@ class SandboxConfig:
     max_memory_bytes: int | None = None
     isolate_network: bool = True  # a private network namespace per worker, where allowed
     deadlines: Deadlines = field(default_factory=Deadlines)
+    # A Ray cluster to run the pool on (``RaySandbox``): "auto" (the running cluster), "local"
+    # (a new one on this machine) or an address; None: the local pool of worker processes.
+    # ``workers`` and ``compile_workers`` then count actors across the cluster.
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):

@@ -56,7 +56,15 @@ class _Slot:
 
 
 class Sandbox:
-    """Owns the worker pool; use as a context manager (or call ``close``)."""
+    """Owns the worker pool; use as a context manager (or call ``close``). With
+    ``config.ray_address`` set it is a ``RaySandbox``: the same API on a Ray cluster."""
+
+    def __new__(cls, config: SandboxConfig | None = None) -> Sandbox:
+        if cls is Sandbox and config is not None and config.ray_address:
+            from .ray_sandbox import RaySandbox
+
+            return super().__new__(RaySandbox)
+        return super().__new__(cls)
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = (config or SandboxConfig()).resolved()
@@ -172,20 +180,14 @@ class Sandbox:
             return None  # built before: its extensions are in the cache
         worker = self._compilers.get()
         try:
-            answer = worker.run({"kind": "prepare", "candidate": job["candidate"]})
-            if answer.get("outcome") == "built":
-                self._prepared.add(key)
-        except WorkerDied as death:
-            if death.timed_out:
-                return EvalResult(
-                    status="timeout",
-                    message=f"{death.reason} (while building the candidate's extensions)",
-                    task=job["task_name"],
-                    backend=self.config.backend,
-                )
+            built, failure = prepare_extensions(
+                worker, job["candidate"], job["task_name"], self.config.backend
+            )
         finally:
             self._compilers.put(worker)
-        return None
+        if built:
+            self._prepared.add(key)
+        return failure
 
     def evaluate_many(self, jobs: Iterable[tuple[Task, Candidate]]) -> list[EvalResult]:
         """Evaluate many (task, candidate) pairs concurrently; results in input order."""
@@ -290,6 +292,25 @@ def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
             "findings": [{"code": f.code, "line": f.line, "reason": f.reason} for f in findings]
         },
     )
+
+
+def prepare_extensions(
+    worker: Worker, candidate: str | dict[str, str], task_name: str, backend: str
+) -> tuple[bool, EvalResult | None]:
+    """Build ``candidate``'s extensions on compile ``worker``: (built, the verdict when the
+    build hung past the load deadline). Any other failure is left for the GPU job to report."""
+    try:
+        answer = worker.run({"kind": "prepare", "candidate": candidate})
+    except WorkerDied as death:
+        if death.timed_out:
+            return False, EvalResult(
+                status="timeout",
+                message=f"{death.reason} (while building the candidate's extensions)",
+                task=task_name,
+                backend=backend,
+            )
+        return False, None
+    return answer.get("outcome") == "built", None
 
 
 def _needs_build(candidate: str | dict[str, str]) -> bool:

@@ -1,0 +1,375 @@
+"""``RaySandbox``: the sandbox's pool on a Ray cluster, with ``Sandbox``'s API and verdicts.
+
+    config = SandboxConfig(backend="cuda", ray_address="auto")   # an existing cluster
+    with Sandbox(config) as sandbox:                             # a RaySandbox
+        results = sandbox.evaluate_many(jobs)
+
+``pip install "cuda-agent-kernel-sandbox[ray]"``. Three kinds of actor, created by the sandbox:
+
+- **slot actors**, ``workers`` of them (0: one per GPU of the cluster on CUDA, one per two CPUs
+  on the CPU backend). Each owns today's slot: a local one-slot ``Sandbox`` whose candidate and
+  reference workers are processes of its node, with the same isolation. On CUDA each holds one
+  GPU (``num_gpus=1``: Ray gives it the device alone), and a slot runs one job at a time, so
+  no two timings ever share a GPU.
+- **compile actors** (CUDA, ``compile_workers`` of them; -1: one per slot actor, at most 8),
+  CPU-only, which build a candidate's extensions and NVRTC cubins for the GPUs' architecture
+  into the shared cache (``$CUDA_AGENT_CACHE``: on several machines, a path every node mounts)
+  before a GPU slot is taken, as the local pool's compile workers do.
+- **the scheduler**, an asyncio actor that every client of the sandbox talks to (the driver,
+  and any process it hands the sandbox to: a ``RaySandbox`` pickles as a handle to it). It keeps
+  the idle slots in one queue, so that every GPU is busy while jobs wait and each job takes a
+  slot alone.
+
+An actor that dies mid-job (its node lost, the process killed: the candidate itself runs in a
+worker process below the actor, whose crashes are verdicts already) is replaced by a fresh
+one, and its job runs again on another slot; a job whose slot dies twice gets a
+``runtime_error`` verdict naming both deaths. Each job is answered exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, replace
+from typing import Any
+
+from .candidates import Candidate, read_candidate
+from .config import INPUT_DISTRIBUTIONS, SandboxConfig
+from .result import EvalResult
+from .sandbox import Sandbox, _cuda_arch, _needs_build, prepare_extensions
+from .tasks import Task
+
+MAX_ATTEMPTS = 2  # slots a job may lose before its verdict is runtime_error
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "SandboxConfig.ray_address needs Ray: pip install 'cuda-agent-kernel-sandbox[ray]'"
+        ) from exc
+    return ray
+
+
+def connect(address: str) -> Any:
+    """``ray.init`` for ``address`` unless this process is connected already ("local": a new
+    local cluster; "auto": the running cluster)."""
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(
+            address=None if address == "local" else address,
+            ignore_reinit_error=True,
+            log_to_driver=False,
+            include_dashboard=False,
+        )
+    return ray
+
+
+def cluster_config(config: SandboxConfig, resources: Mapping[str, float]) -> SandboxConfig:
+    """``config`` with ``auto`` decided for the cluster (``resources``: ``ray.cluster_resources()``)
+    rather than for this host: the backend, the number of slot actors and compile actors, and
+    each slot's threads on the CPU backend."""
+    gpus = int(resources.get("GPU", 0))
+    cpus = max(1, int(resources.get("CPU", 1)))
+    backend = config.backend
+    if backend == "auto":
+        backend = "cuda" if gpus else "cpu"
+    if backend == "cuda" and not gpus:
+        raise ValueError("backend='cuda' but the Ray cluster has no GPU; use backend='cpu'")
+    workers = config.workers or (gpus if backend == "cuda" else max(1, cpus // 2))
+    compilers = config.compile_workers
+    if backend != "cuda":
+        compilers = 0
+    elif compilers < 0:
+        compilers = min(8, workers)
+    threads = config.threads_per_worker or max(1, cpus // workers)
+    return replace(
+        config,
+        backend=backend,
+        workers=workers,
+        compile_workers=compilers,
+        threads_per_worker=threads,
+    )
+
+
+def _check_room(config: SandboxConfig, free: Mapping[str, float]) -> None:
+    """Refuse a pool the cluster cannot place now (its jobs would wait for ever): each slot
+    actor takes a GPU on CUDA, a CPU on the CPU backend."""
+    unit = "GPU" if config.backend == "cuda" else "CPU"
+    have = float(free.get(unit, 0.0))
+    if have < config.workers:
+        raise ValueError(
+            f"the Ray cluster has {have:g} free {unit}s; the sandbox's {config.workers} slot "
+            f"actors need one each: set SandboxConfig.workers, or close the sandboxes or "
+            "actors that hold them"
+        )
+
+
+def _result(data: EvalResult, **extra: Any) -> EvalResult:
+    raw = asdict(data)
+    raw["extra"] = {**(raw.get("extra") or {}), **extra}
+    return EvalResult.from_dict(raw)
+
+
+# ----------------------------------------------------------------------------------- actors
+class SlotActor:
+    """One slot of the pool: a one-slot local ``Sandbox`` on this actor's node."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.sandbox = Sandbox(config)
+
+    def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
+        return self.sandbox.evaluate(task, source, **options)
+
+    def warm_up(self) -> int:
+        self.sandbox.warm_up()
+        return os.getpid()
+
+    def cuda_arch(self) -> str:
+        return _cuda_arch()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class CompileActor:
+    """Builds candidates' extensions for ``cuda_arch`` into the shared cache, with no GPU."""
+
+    def __init__(self, config: SandboxConfig, index: int, cuda_arch: str) -> None:
+        from ._pool import Worker
+
+        self.worker = Worker(config, index, "compile", cuda_arch=cuda_arch)
+        self.backend = config.backend
+
+    def prepare(self, source: Any, task_name: str) -> tuple[bool, EvalResult | None]:
+        return prepare_extensions(self.worker, source, task_name, self.backend)
+
+
+class Scheduler:
+    """Hands each job to an idle slot actor (after a compile actor built it, on CUDA), replaces
+    actors that die, and answers every job once."""
+
+    def __init__(self, config: SandboxConfig, env: dict[str, str]) -> None:
+        ray = _ray()
+        self.ray = ray
+        self.config = config
+        self.inner = replace(config, ray_address=None, workers=1, compile_workers=0)
+        self.options: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+        if config.backend == "cuda":
+            self.options.update(num_gpus=1, num_cpus=1)
+        else:
+            self.options.update(num_cpus=1)
+        self.slots = [self._new_slot() for _ in range(config.workers)]
+        self.idle: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(len(self.slots)):
+            self.idle.put_nowait(i)
+        self.deaths: list[str] = []
+        self.compilers: list[Any] = []
+        self.compile_idle: asyncio.Queue[int] = asyncio.Queue()
+        self.prepared: set[str] = set()
+        self._compile_started = config.compile_workers == 0
+
+    def _new_slot(self) -> Any:
+        remote = self.ray.remote(SlotActor)
+        return remote.options(**self.options).remote(self.inner)
+
+    async def _start_compilers(self) -> None:
+        """Compile actors, for the architecture slot actor 0 reads on its node."""
+        self._compile_started = True
+        arch = await self.slots[0].cuda_arch.remote()
+        if not arch:
+            return
+        env = self.options.get("runtime_env")
+        remote = self.ray.remote(CompileActor).options(
+            num_cpus=1, num_gpus=0, **({"runtime_env": env} if env else {})
+        )
+        for i in range(self.config.compile_workers):
+            self.compilers.append(remote.remote(self.inner, i, arch))
+            self.compile_idle.put_nowait(i)
+
+    async def _prepare(self, source: Any, task_name: str) -> EvalResult | None:
+        key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+        if key in self.prepared:
+            return None
+        i = await self.compile_idle.get()
+        try:
+            built, failure = await self.compilers[i].prepare.remote(source, task_name)
+        except self.ray.exceptions.RayActorError as death:
+            self.compilers[i] = (
+                self.ray.remote(CompileActor)
+                .options(num_cpus=1)
+                .remote(self.inner, i, await self.slots[0].cuda_arch.remote())
+            )
+            self.deaths.append(f"compile actor {i}: {death}")
+            return None  # the GPU job builds it then, and reports any failure in full
+        finally:
+            self.compile_idle.put_nowait(i)
+        if built:
+            self.prepared.add(key)
+        return failure
+
+    async def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
+        if not self._compile_started and self.config.backend == "cuda":
+            await self._start_compilers()
+        if self.compilers and _needs_build(source) and not self._refused(source):
+            failed = await self._prepare(source, task.name)
+            if failed is not None:
+                return failed
+        losses: list[str] = []
+        while True:
+            i = await self.idle.get()
+            actor = self.slots[i]
+            try:
+                result = await actor.evaluate.remote(task, source, options)
+            except self.ray.exceptions.RayActorError as death:
+                reason = f"slot actor {i} died mid-job: {_first_line(death)}"
+                losses.append(reason)
+                self.deaths.append(reason)
+                self.slots[i] = self._new_slot()  # a fresh actor takes its place
+                if len(losses) >= MAX_ATTEMPTS:
+                    return EvalResult(
+                        status="runtime_error",
+                        message="the sandbox lost the job's slot twice: " + "; ".join(losses),
+                        task=task.name,
+                        backend=self.config.backend,
+                        extra={"ray": {"actor_deaths": losses}},
+                    )
+                continue
+            finally:
+                self.idle.put_nowait(i)
+            return _result(result, ray={"actor_deaths": losses}) if losses else result
+
+    def _refused(self, source: Any) -> bool:
+        """The static checks refuse it anyway: no build for it (the slot answers at once)."""
+        if not self.config.static_checks:
+            return False
+        from .static_checks import static_findings
+
+        return bool(static_findings(source, allowed_torch_ops=self.config.allowed_torch_ops))
+
+    async def warm_up(self) -> list[int]:
+        return list(await asyncio.gather(*(s.warm_up.remote() for s in self.slots)))
+
+    def actors(self) -> list[Any]:
+        """The slot actors now (tests kill one mid-job)."""
+        return list(self.slots)
+
+    def stats(self) -> dict[str, Any]:
+        return {"slots": len(self.slots), "compilers": len(self.compilers), "deaths": self.deaths}
+
+    def shutdown(self) -> None:
+        for actor in [*self.slots, *self.compilers]:
+            self.ray.kill(actor, no_restart=True)
+        self.slots, self.compilers = [], []
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------------- client
+class RaySandbox(Sandbox):
+    """``Sandbox``'s API over a Ray cluster (``SandboxConfig.ray_address``: "auto" for the
+    running cluster, "local" for a new one on this machine, or an address). ``Sandbox(config)``
+    returns one when the config names an address. Picklable: a copy sent to another Ray
+    process (a rollout actor) shares the same scheduler and slots."""
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        config = config or SandboxConfig(ray_address="local")
+        if not config.ray_address:
+            raise ValueError("RaySandbox needs SandboxConfig.ray_address ('auto', 'local', ...)")
+        ray = connect(config.ray_address)
+        self.config = cluster_config(config, ray.cluster_resources()).resolved()
+        _check_room(self.config, ray.available_resources())
+        env = {k: v for k, v in os.environ.items() if k in ("CUDA_AGENT_CACHE",)}
+        scheduler = ray.remote(Scheduler).options(num_cpus=0, max_concurrency=10_000)
+        self._scheduler = scheduler.remote(self.config, env)
+        self._owner = True
+        self._closed = False
+
+    def __reduce__(self) -> Any:
+        return (_attach, (self.config, self._scheduler))
+
+    @property
+    def backend(self) -> str:
+        return self.config.backend
+
+    def _submit(
+        self,
+        task: Task,
+        candidate: Candidate,
+        sizes: Mapping[str, int] | None = None,
+        distribution: str = "normal",
+        measure_time: bool = True,
+    ) -> Any:
+        if self._closed:
+            raise RuntimeError("this Sandbox is closed")
+        if distribution not in INPUT_DISTRIBUTIONS:
+            raise ValueError(
+                f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
+            )
+        options = {"sizes": sizes, "distribution": distribution, "measure_time": measure_time}
+        return self._scheduler.evaluate.remote(task, read_candidate(candidate), options)
+
+    def evaluate(
+        self,
+        task: Task,
+        candidate: Candidate,
+        *,
+        sizes: Mapping[str, int] | None = None,
+        distribution: str = "normal",
+        measure_time: bool = True,
+    ) -> EvalResult:
+        """As ``Sandbox.evaluate``; the job runs on a slot actor of the cluster."""
+        ref = self._submit(task, candidate, sizes, distribution, measure_time)
+        return _ray().get(ref)
+
+    def evaluate_many(self, jobs: Iterable[tuple[Task, Candidate]]) -> list[EvalResult]:
+        """Every job submitted at once (the scheduler keeps every slot busy); input order."""
+        refs = [self._submit(task, candidate) for task, candidate in jobs]
+        return list(_ray().get(refs))
+
+    async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
+        return await self._submit(task, candidate)
+
+    def warm_up(self) -> None:
+        _ray().get(self._scheduler.warm_up.remote())
+
+    def actors(self) -> list[Any]:
+        """The slot actors' handles (for tests and monitoring)."""
+        return list(_ray().get(self._scheduler.actors.remote()))
+
+    def stats(self) -> dict[str, Any]:
+        return dict(_ray().get(self._scheduler.stats.remote()))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owner:
+            ray = _ray()
+            try:
+                ray.get(self._scheduler.shutdown.remote())
+                ray.kill(self._scheduler, no_restart=True)
+            except Exception:  # the cluster may be gone already
+                pass
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and getattr(self, "_owner", False):
+            self.close()
+
+
+def _attach(config: SandboxConfig, scheduler: Any) -> RaySandbox:
+    """A ``RaySandbox`` in another process: the same scheduler, not its owner (closing it
+    leaves the actors to the process that made them)."""
+    sandbox = object.__new__(RaySandbox)
+    sandbox.config = config
+    sandbox._scheduler = scheduler
+    sandbox._owner = False
+    sandbox._closed = False
+    return sandbox
