@@ -396,6 +396,30 @@ def test_presets_and_flags_compose(tmp_path, tiny_model_dir, short_tasks):
     assert _config(_parser().parse_args(["train", "--eval-train", "no"])).eval_train is False
 
 
+def test_a_training_budget_cuts_the_training_steps_and_still_evaluates(
+    tmp_path, tiny_model_dir, short_tasks, heldout_tasks
+):
+    # A budget any step exceeds: the first warm-start step runs, every later training step is
+    # skipped (stage by stage, rft's collection too), and the evaluations after still run.
+    run = tmp_path / "run"
+    args = _args(run, tiny_model_dir, short_tasks, heldout_tasks, "--train-budget-s", "0.001")
+    proc = _train(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = [r["stage"] for r in _records(run)]
+    assert stages.count("warmstart") == 1 and "rl" not in stages and "rft" not in stages
+    assert stages[-2:] == ["heldout_after", "train_after"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["budget_cuts"] == {
+        "warmstart": 1,
+        "rl_warmup": 1,
+        "rft": 2,
+        "value": 1,
+        "rl": 2,
+    }
+    assert summary["train_seconds"] > 0.001
+    assert summary["heldout_pass_rate_after"] is not None
+
+
 def test_training_and_heldout_sets_never_meet(tmp_path, tiny_model_dir, short_tasks):
     proc = _train(
         "--model",

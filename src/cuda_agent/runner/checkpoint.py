@@ -34,6 +34,8 @@ class RunState:
     # A run killed after writing a record but before saving the state would otherwise leave that
     # record twice once the work is redone; resuming cuts the file back to this length.
     metrics_bytes: int | None = None
+    train_seconds: float = 0.0  # wall seconds of the training stages so far, across resumes
+    budget_cuts: dict[str, int] = field(default_factory=dict)  # stage -> steps the budget cut
 
     def steps_done(self, stage: str) -> int:
         return self.stage_steps.get(stage, 0)

@@ -37,6 +37,9 @@ class TrainConfig:
     eval_turns: int = 1
     # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
     eval_after_warmstart: bool = False
+    # wall seconds the training stages may take in all (warm start to RL, across resumes; 0: no
+    # limit): past it their remaining steps are skipped and the final evaluations still run
+    train_budget_s: float = 0.0
     # Ray ([ray] table): the sandbox pool on a cluster's actors ("auto": the running cluster,
     # "local": a new one here; empty: no Ray), ``ray_sandbox_workers`` slot actors (0: one per
     # GPU, or per two CPUs), ``ray_rollout_workers`` actors collecting episodes (0: the trainer
@@ -126,6 +129,8 @@ class TrainConfig:
                 )
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
+        if self.train_budget_s < 0:
+            raise ValueError("--train-budget-s must be >= 0 (0: no limit)")
         if self.kl_coef < 0:
             raise ValueError("--kl-coef must be >= 0")
         if self.kl_coef and not self.lora_rank:

@@ -9,7 +9,8 @@ state, whose ``metrics_bytes`` cuts the line again on resume, so the step is red
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,27 @@ class Run:
             value = self.critic()
             if where is not None and (where / "value").exists():
                 value.load(where / "value")
+
+    # ------------------------------------------------------------------ time budget
+    def out_of_time(self) -> bool:
+        """Whether the training stages have spent ``config.train_budget_s`` (0: never)."""
+        budget = self.config.train_budget_s
+        return bool(budget) and self.state.train_seconds >= budget
+
+    def steps(self, stage: str, total: int) -> Iterator[int]:
+        """The steps of ``stage`` still to do, ending early (logged) once the training budget
+        is spent; each step's wall time counts towards it."""
+        for step in range(self.state.steps_done(stage), total):
+            if self.out_of_time():
+                self.log(
+                    f"{stage}: training budget of {self.config.train_budget_s:g} s spent; "
+                    f"steps {step + 1} to {total} skipped"
+                )
+                self.state.budget_cuts[stage] = total - step
+                return
+            started = time.perf_counter()
+            yield step
+            self.state.train_seconds += time.perf_counter() - started
 
     def commit_step(self, stage: str, record: dict[str, Any], step: int) -> None:
         """Record a finished step of ``stage`` and checkpoint everything it changed."""

@@ -160,6 +160,8 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         "heldout_tasks": [t.name for t in heldout],
         "max_new_tokens": config.max_new_tokens,
         "seconds_this_session": time.perf_counter() - started,
+        "train_seconds": state.train_seconds,
+        "budget_cuts": dict(state.budget_cuts),  # steps the training budget cut, by stage
         "adapter": str(run_dir / "adapter"),
         "curves": [str(p) for p in curves],
     }

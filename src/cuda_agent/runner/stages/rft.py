@@ -40,6 +40,7 @@ def collected(ctx: Run) -> list[Episode]:
     episodes = collect(
         ctx, tasks, config.rft_samples, config.rft_turns, config.seed * 31 + 1
     ).episodes
+    ctx.state.train_seconds += time.perf_counter() - started  # training time (the budget)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(".episodes.jsonl.tmp")
     tmp.write_text("".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
@@ -50,6 +51,11 @@ def collected(ctx: Run) -> list[Episode]:
 
 def run(ctx: Run) -> None:
     config = ctx.config
+    if ctx.out_of_time() and not episodes_path(ctx).exists():
+        ctx.log("rft: training budget spent; collection and fine-tuning skipped")
+        ctx.state.budget_cuts[STAGE] = config.rft_steps
+        ctx.finish_stage(STAGE)
+        return
     episodes = collected(ctx)
     report = rejection_filter(episodes)
     summary = {**report.as_dict(), **episode_stats(episodes)}
@@ -63,7 +69,7 @@ def run(ctx: Run) -> None:
         return
     batch = collate(report.kept)
     optimizer = ctx.optimizer(STAGE, config.rft_lr)
-    for step in range(ctx.state.steps_done(STAGE), config.rft_steps):
+    for step in ctx.steps(STAGE, config.rft_steps):
         started = time.perf_counter()
         rng = random.Random(f"{config.seed}/rft/{step}")
         rows = rng.sample(range(len(batch)), min(config.rft_batch, len(batch)))

@@ -28,7 +28,7 @@ def run(ctx: Run, stage: str) -> None:
     if advantage == "gae":
         critic = ctx.critic()
         critic_optimizer = ctx.optimizer(f"{stage}-critic", config.value_lr, critic=True)
-    for step in range(ctx.state.steps_done(stage), steps):
+    for step in ctx.steps(stage, steps):
         started = time.perf_counter()
         tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)

@@ -16,13 +16,18 @@ from cuda_agent.agent import collate
 from ..context import Run
 from ..loss import counts, critic_loss, gae, value_fit
 from ..update import _values, chunks, settings
-from .rft import collected
+from .rft import collected, episodes_path
 
 STAGE = "value"
 
 
 def run(ctx: Run) -> None:
     config = ctx.config
+    if ctx.out_of_time() and not episodes_path(ctx).exists():
+        ctx.log("value pre-training: training budget spent; skipped")
+        ctx.state.budget_cuts[STAGE] = config.value_steps
+        ctx.finish_stage(STAGE)
+        return
     episodes = collected(ctx)
     batch = collate(episodes)
     if not len(batch):
@@ -34,7 +39,7 @@ def run(ctx: Run) -> None:
     s = settings(config, "gae")
     total = counts(batch)
     mask = batch.loss_mask_bt
-    for step in range(ctx.state.steps_done(STAGE), config.value_steps):
+    for step in ctx.steps(STAGE, config.value_steps):
         started = time.perf_counter()
         critic.eval()
         values = _values(critic, batch, config.micro_batch)

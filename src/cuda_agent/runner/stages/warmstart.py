@@ -25,7 +25,7 @@ def run(ctx: Run, examples: Sequence[WarmStartExample]) -> None:
         ctx.finish_stage(STAGE)
         return
     optimizer = ctx.optimizer(STAGE, config.warmstart_lr)
-    for step in range(ctx.state.steps_done(STAGE), config.warmstart_steps):
+    for step in ctx.steps(STAGE, config.warmstart_steps):
         started = time.perf_counter()
         rng = random.Random(config.seed * 7_919 + step)
         batch = rng.sample(list(examples), min(config.warmstart_batch, len(examples)))

@@ -1,0 +1,132 @@
+"""The sandbox through Ray against the local pool: evaluations per minute and Ray's overhead.
+
+    python benchmarks/ray_overhead.py OUT.json [--backend cpu|cuda] [--workers N] [--rounds R]
+
+Both pools get the same configuration and ``workers`` slots. For each: the built-in suite's
+reference solutions (every task with one for the backend), ``rounds`` times, through
+``evaluate_many`` after a warm-up round that starts the workers and fills the caches; the
+evaluations per minute are over the timed rounds' wall time.
+
+Ray's overhead per evaluation is measured two ways: (a) for every timed job, the client's
+wall time less the actor's own (``EvalResult.wall_seconds``, taken inside the slot's local
+pool), one job at a time (``evaluate``, no queueing); (b) the round trip of a candidate the
+static checks refuse in the slot (no worker runs), against the same refusal in the local pool.
+Ray starts a local cluster here (``ray.init(num_cpus=...)``) unless ``--address`` names one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+
+REFUSED = (
+    "import torch\nclass ModelNew(torch.nn.Module):\n"
+    "    def forward(self, x):\n        return torch.relu(x)\n"
+)
+
+
+def run_pool(sandbox: Sandbox, jobs: list, rounds: int, relu: Any) -> dict[str, Any]:
+    sandbox.evaluate_many(jobs)  # warm-up: workers started, extensions and baselines cached
+    started = time.perf_counter()
+    statuses: list[str] = []
+    for _ in range(rounds):
+        statuses += [r.status for r in sandbox.evaluate_many(jobs)]
+    seconds = time.perf_counter() - started
+    # One at a time: the client's wall time against the job's own.
+    gaps = []
+    for task, source in jobs:
+        t0 = time.perf_counter()
+        result = sandbox.evaluate(task, source)
+        gaps.append((time.perf_counter() - t0) - result.wall_seconds)
+    refused = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        sandbox.evaluate(relu, REFUSED)
+        refused.append(time.perf_counter() - t0)
+    return {
+        "evaluations": len(statuses),
+        "seconds": seconds,
+        "evaluations_per_minute": 60 * len(statuses) / seconds,
+        "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
+        "client_minus_job_ms": {
+            "median": 1e3 * statistics.median(gaps),
+            "max": 1e3 * max(gaps),
+        },
+        "refused_round_trip_ms": {
+            "median": 1e3 * statistics.median(refused),
+            "p90": 1e3 * sorted(refused)[int(0.9 * len(refused))],
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--address", default="", help="a running Ray cluster (default: a new one)")
+    parser.add_argument("--tasks", default="", help="comma-separated names (default: all)")
+    args = parser.parse_args()
+    import ray
+
+    if args.address:
+        ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+    else:
+        # Every core, as the local pool sees them: each slot then gets the same threads.
+        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
+    names = set(args.tasks.split(",")) if args.tasks else None
+    tasks = [
+        t
+        for t in builtin_tasks()
+        if args.backend in t.solutions and (names is None or t.name in names)
+    ]
+    jobs = [(t, t.solutions[args.backend]) for t in tasks]
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    config = SandboxConfig(backend=args.backend, workers=args.workers)  # type: ignore[arg-type]
+    report: dict[str, Any] = {
+        "benchmark": "ray_overhead",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "python benchmarks/ray_overhead.py OUT.json "
+        + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out" and v != ""),
+        "commit": os.environ.get("CUDA_AGENT_COMMIT", ""),
+        "machine": torch.cuda.get_device_name(0)
+        if args.backend == "cuda"
+        else f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "torch": torch.__version__,
+        "ray_version": ray.__version__,
+        "tasks": len(tasks),
+    }
+    out = Path(args.out)
+    for name, cfg in (("local", config), ("ray", dataclasses.replace(config, ray_address="auto"))):
+        with Sandbox(cfg) as sandbox:
+            report[name] = run_pool(sandbox, jobs, args.rounds, relu)
+        print(name, json.dumps(report[name]))
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    local, via = report["local"], report["ray"]
+    report["throughput_ratio"] = via["evaluations_per_minute"] / local["evaluations_per_minute"]
+    report["overhead_ms_per_evaluation"] = (
+        via["refused_round_trip_ms"]["median"] - local["refused_round_trip_ms"]["median"]
+    )
+    report["overhead_ms_client_minus_job"] = (
+        via["client_minus_job_ms"]["median"] - local["client_minus_job_ms"]["median"]
+    )
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    keys = ("throughput_ratio", "overhead_ms_per_evaluation", "overhead_ms_client_minus_job")
+    print(json.dumps({k: report[k] for k in keys}))
+
+
+if __name__ == "__main__":
+    main()
