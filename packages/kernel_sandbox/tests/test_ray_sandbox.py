@@ -192,3 +192,16 @@ def test_bad_input_gets_clear_errors(ray_sandbox):
         Sandbox(SandboxConfig(backend="cuda", ray_address="auto"))
     with pytest.raises(ValueError, match="free CPUs"):  # both CPUs are held by the fixtures
         Sandbox(_config(workers=1, ray_address="auto"))
+
+
+def test_auto_settings_are_decided_for_the_cluster_not_this_host():
+    from cuda_agent.kernel_sandbox.ray_sandbox import cluster_config
+
+    two_gpu_nodes = {"CPU": 64.0, "GPU": 8.0}
+    cuda = cluster_config(SandboxConfig(), two_gpu_nodes, nodes=2)
+    assert (cuda.backend, cuda.workers, cuda.compile_workers) == ("cuda", 8, 8)
+    assert cuda.threads_per_worker == 8  # 32 CPUs a node over its 4 slots
+    cpu = cluster_config(SandboxConfig(backend="cpu"), {"CPU": 16.0}, nodes=1)
+    assert (cpu.workers, cpu.compile_workers, cpu.threads_per_worker) == (8, 0, 2)
+    fixed = cluster_config(SandboxConfig(workers=3, threads_per_worker=5), {"CPU": 4.0})
+    assert (fixed.backend, fixed.workers, fixed.threads_per_worker) == ("cpu", 3, 5)

@@ -69,12 +69,16 @@ def connect(address: str) -> Any:
     return ray
 
 
-def cluster_config(config: SandboxConfig, resources: Mapping[str, float]) -> SandboxConfig:
-    """``config`` with ``auto`` decided for the cluster (``resources``: ``ray.cluster_resources()``)
-    rather than for this host: the backend, the number of slot actors and compile actors, and
-    each slot's threads on the CPU backend."""
+def cluster_config(
+    config: SandboxConfig, resources: Mapping[str, float], nodes: int = 1
+) -> SandboxConfig:
+    """``config`` with ``auto`` decided for the cluster (``resources``: ``ray.cluster_resources()``,
+    over ``nodes`` machines) rather than for this host: the backend, the number of slot actors
+    and compile actors, and each slot's threads (a node's CPUs over the slots it holds, the
+    slots spread evenly)."""
     gpus = int(resources.get("GPU", 0))
     cpus = max(1, int(resources.get("CPU", 1)))
+    nodes = max(1, nodes)
     backend = config.backend
     if backend == "auto":
         backend = "cuda" if gpus else "cpu"
@@ -86,7 +90,8 @@ def cluster_config(config: SandboxConfig, resources: Mapping[str, float]) -> San
         compilers = 0
     elif compilers < 0:
         compilers = min(8, workers)
-    threads = config.threads_per_worker or max(1, cpus // workers)
+    per_node = -(-workers // nodes)
+    threads = config.threads_per_worker or max(1, (cpus // nodes) // per_node)
     return replace(
         config,
         backend=backend,
@@ -284,7 +289,8 @@ class RaySandbox(Sandbox):
         if not config.ray_address:
             raise ValueError("RaySandbox needs SandboxConfig.ray_address ('auto', 'local', ...)")
         ray = connect(config.ray_address)
-        self.config = cluster_config(config, ray.cluster_resources()).resolved()
+        alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+        self.config = cluster_config(config, ray.cluster_resources(), alive).resolved()
         _check_room(self.config, ray.available_resources())
         env = {k: v for k, v in os.environ.items() if k in ("CUDA_AGENT_CACHE",)}
         scheduler = ray.remote(Scheduler).options(num_cpus=0, max_concurrency=10_000)
