@@ -183,6 +183,23 @@ def test_a_copy_in_another_ray_process_shares_the_slots(ray_sandbox):
     assert ray_sandbox.evaluate(relu, relu.solutions["cpu"]).status == "ok"  # still open
 
 
+def test_evaluate_async_gives_the_same_verdict(ray_sandbox):
+    import asyncio
+
+    relu = TASKS["relu"]
+
+    async def both():
+        return await asyncio.gather(
+            ray_sandbox.evaluate_async(relu, relu.solutions["cpu"]),
+            ray_sandbox.evaluate_async(relu, "not python ("),
+        )
+
+    good, bad = asyncio.run(both())
+    assert good.status == "ok"
+    assert _verdict(bad) == _verdict(ray_sandbox.evaluate(relu, "not python ("))
+    assert bad.status != "ok"
+
+
 def test_bad_input_gets_clear_errors(ray_sandbox):
     with pytest.raises(ValueError, match="distribution"):
         ray_sandbox.evaluate(TASKS["relu"], "x", distribution="bogus")
@@ -205,3 +222,10 @@ def test_auto_settings_are_decided_for_the_cluster_not_this_host():
     assert (cpu.workers, cpu.compile_workers, cpu.threads_per_worker) == (8, 0, 2)
     fixed = cluster_config(SandboxConfig(workers=3, threads_per_worker=5), {"CPU": 4.0})
     assert (fixed.backend, fixed.workers, fixed.threads_per_worker) == ("cpu", 3, 5)
+
+
+def test_a_lost_scheduler_is_a_clear_error_not_a_hang(ray_sandbox):
+    # Last in this file: the module's sandbox is unusable afterwards.
+    ray.kill(ray_sandbox._scheduler, no_restart=True)
+    with pytest.raises(RuntimeError, match="scheduler actor is gone"):
+        ray_sandbox.evaluate(TASKS["relu"], TASKS["relu"].solutions["cpu"])

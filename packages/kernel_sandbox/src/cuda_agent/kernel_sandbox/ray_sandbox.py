@@ -333,12 +333,22 @@ class RaySandbox(Sandbox):
     ) -> EvalResult:
         """As ``Sandbox.evaluate``; the job runs on a slot actor of the cluster."""
         ref = self._submit(task, candidate, sizes, distribution, measure_time)
-        return _ray().get(ref)
+        return self._get(ref)
+
+    def _get(self, refs: Any) -> Any:
+        ray = _ray()
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayActorError as death:
+            raise RuntimeError(
+                f"the sandbox's scheduler actor is gone ({_first_line(death)}); its jobs have no "
+                "verdict: close this RaySandbox and open a new one"
+            ) from death
 
     def evaluate_many(self, jobs: Iterable[tuple[Task, Candidate]]) -> list[EvalResult]:
         """Every job submitted at once (the scheduler keeps every slot busy); input order."""
         refs = [self._submit(task, candidate) for task, candidate in jobs]
-        return list(_ray().get(refs))
+        return list(self._get(refs))
 
     async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         return await self._submit(task, candidate)
