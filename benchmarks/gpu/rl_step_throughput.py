@@ -20,6 +20,10 @@ one optimizer step (AdamW, lr 1e-6) over the 64 sequences in micro-batches of ``
   timed from the end of the previous optimizer step to the end of its own (its generation
   included); the first step is not timed.
 
+- **sandbox** (``--parts sandbox``): our step with the sandbox in the loop on the starter
+  suite's tasks (``run_sandbox``): the step's wall-time split and how much of the sandbox's
+  work overlapped the sampling.
+
 Tokens per second = (prompt + completion tokens of the step's 64 sequences) / the step's wall
 seconds; peak memory is ``torch.cuda.max_memory_allocated`` over the timed steps. Each part runs
 in a subprocess of its own (a fresh CUDA context and a clean peak), and the JSON is rewritten
@@ -172,6 +176,108 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     return _summary(first, timed, args.device)
 
 
+# -------------------------------------------------------------------------- with the sandbox
+def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
+    """Our step with the sandbox in the loop on real built-in tasks. A random model writes no
+    kernels, so each sample's answer is replaced by its task's reference solution (the sampling
+    cost is the real one; the sandbox judges real candidates). As the agent's loop does, the
+    prompts go in two micro-batches: the first one's answers are evaluated while the second
+    samples; the update waits for every verdict. Overlap = the share of the sandbox's busy time
+    (the verdicts' wall seconds over its slots) that ran while the policy sampled."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_agent.agent import collate
+    from cuda_agent.agent.episode import Episode, Turn
+    from cuda_agent.kernel_sandbox import STARTER_SUITE, Sandbox, SandboxConfig, builtin_tasks
+    from cuda_agent.policy import Policy, PolicyConfig
+    from cuda_agent.reward import milestone_reward
+    from cuda_agent.runner.config import TrainConfig
+    from cuda_agent.runner.update import update
+
+    backend = "cuda" if args.device.startswith("cuda") else "cpu"
+    by_name = {t.name: t for t in builtin_tasks()}
+    tasks = [by_name[n] for n in STARTER_SUITE][: args.prompts]
+    model, tokenizer = build_model(args.shape, args.device, args.seed)
+    policy = Policy.from_model(model, tokenizer, PolicyConfig(device=args.device, lora_rank=0))
+    optimizer = policy.optimizer(lr=1e-6)
+    config = TrainConfig(micro_batch=args.micro_batch, lora_rank=0)
+    vocab = SHAPES[args.shape]["vocab_size"]
+    sandbox = Sandbox(SandboxConfig(backend=backend))  # type: ignore[arg-type]
+    slots = sandbox.config.workers
+    pool = ThreadPoolExecutor(max_workers=2)
+
+    def step(k: int) -> dict[str, Any]:
+        prompts = prompt_ids(vocab, len(tasks), args.prompt_tokens, args.seed + k)
+        halves = [list(range(len(tasks)))[m::2] for m in range(2)]
+        t0 = time.perf_counter()
+        sample_s, futures, groups = 0.0, [], {}
+        for half in halves:
+            s0 = time.perf_counter()
+            out = policy.generate(
+                [prompts[i] for i in half],
+                n=args.samples,
+                max_new_tokens=args.new_tokens,
+                temperature=1.0,
+                seed=k * 2 + len(futures),
+            )
+            _sync(args.device)
+            sample_s += time.perf_counter() - s0
+            groups.update(zip(half, out, strict=True))
+            jobs = [(tasks[i], tasks[i].solutions[backend]) for i in half for _ in out[0]]
+            futures.append(pool.submit(sandbox.evaluate_many, jobs))
+        sampled_at = time.perf_counter()
+        verdicts = [r for f in futures for r in f.result()]
+        evaluated_at = time.perf_counter()
+        order = [i for half in halves for i in half]
+        episodes, rewards = [], []
+        samples = [(i, s) for i in order for s in groups[i]]
+        for (i, smp), result in zip(samples, verdicts, strict=True):
+            reward = milestone_reward(result)
+            rewards.append(reward)
+            turn = Turn(0, tuple(smp.prompt_ids), tuple(smp.response_ids),
+                        tuple(float(x) for x in smp.sampler_logprobs), "", smp.finish_reason,
+                        None, result, reward, "")  # fmt: skip
+            episodes.append(Episode(tasks[i].name, i, "full", (turn,), "max_turns"))
+        batch = collate(episodes)
+        u0 = time.perf_counter()
+        update(policy, optimizer, batch, config, "grpo", log=lambda _m: None)
+        _sync(args.device)
+        end = time.perf_counter()
+        busy = sum(r.wall_seconds for r in verdicts) / slots
+        waited = evaluated_at - sampled_at
+        tokens = sum(len(s.prompt_ids) + len(s.response_ids) for _, s in samples)
+        return {
+            "seconds": end - t0,
+            "split_s": {
+                "sample": sample_s,
+                "evaluation_after_sampling": waited,
+                "score_and_collate": u0 - evaluated_at,
+                "update": end - u0,
+            },
+            "sandbox_busy_s": busy,
+            "overlap": max(0.0, min(1.0, (busy - waited) / busy)) if busy else None,
+            "evaluations": len(verdicts),
+            "statuses": {
+                v: [r.status for r in verdicts].count(v) for v in {r.status for r in verdicts}
+            },
+            "mean_reward": sum(rewards) / len(rewards),
+            "tokens": tokens,
+            "tokens_per_s": tokens / (end - t0),
+        }
+
+    try:
+        first = step(0)
+        _reset_peak(args.device)
+        timed = [step(k) for k in range(1, args.steps + 1)]
+    finally:
+        pool.shutdown()
+        sandbox.close()
+    out = _summary(first, timed, args.device)
+    out["slots"] = slots
+    out["tasks"] = [t.name for t in tasks]
+    return out
+
+
 # -------------------------------------------------------------------------------------- TRL
 def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     import trl
@@ -297,7 +403,7 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--shape", default="qwen2.5-0.5b", choices=sorted(SHAPES))
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--parts", default="ours,trl")
+    parser.add_argument("--parts", default="ours,trl", help="of ours, trl, sandbox")
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=256)
@@ -311,7 +417,7 @@ def main() -> None:
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.part:
-        result = {"ours": run_ours, "trl": run_trl}[args.part](args)
+        result = {"ours": run_ours, "trl": run_trl, "sandbox": run_sandbox}[args.part](args)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
         return
 
