@@ -1,4 +1,5 @@
-"""Finding model weights (alias, hub id, directory, .gguf file) and wrapping a model with LoRA."""
+"""Finding model weights (alias, hub id, directory, .gguf file), wrapping a model with LoRA, and
+the LoRA helpers the policy and the critic share (an adapter's parameters, requires_grad flags)."""
 
 from __future__ import annotations
 
@@ -156,3 +157,18 @@ def adapter_parameters(peft_model: PeftModel, name: str) -> list[torch.nn.Parame
                 else:
                     parameters.extend(entry.parameters())
     return parameters
+
+
+RequiresGradFlags = list[tuple[torch.nn.Parameter, bool]]
+
+
+def requires_grad_flags(module: torch.nn.Module) -> RequiresGradFlags:
+    """Every parameter's requires_grad, for `restore_requires_grad` after a peft call that sets
+    them (`set_adapter`, `add_adapter`, loading an adapter's weights)."""
+    return [(p, p.requires_grad) for p in module.parameters()]
+
+
+def restore_requires_grad(flags: RequiresGradFlags) -> None:
+    for parameter, flag in flags:
+        if parameter.requires_grad != flag:
+            parameter.requires_grad_(flag)

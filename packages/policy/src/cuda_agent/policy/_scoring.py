@@ -97,6 +97,51 @@ def right_padded_batch(
     )
 
 
+def at_positions(states_bth: torch.Tensor, positions_br: torch.Tensor) -> torch.Tensor:
+    """[B, R, H] states at the response positions: out[b, j] = states[b, positions[b, j]]."""
+    index_brh = positions_br[..., None].expand(-1, -1, states_bth.shape[-1])
+    return states_bth.gather(1, index_brh)
+
+
+def response_hidden_states(hf_model: Any, batch: ScoringBatch) -> torch.Tensor:
+    """[B, R, H] last hidden states of the decoder at `batch`'s response positions (under
+    `adapter_autocast`): the state before response token j, which both the policy's head
+    (log-probs) and the critic's head (values) read. One right-padded forward, with grad."""
+    with adapter_autocast(hf_model):
+        states_bth = hf_model.get_decoder()(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
+        ).last_hidden_state
+    return at_positions(states_bth, batch.positions)
+
+
+def head_is_separable(hf_model: Any, device: torch.device) -> bool:
+    """True when logits == output_head(decoder(...).last_hidden_state).
+
+    token_logprobs relies on it to apply the vocabulary head to response positions only;
+    models that post-process logits (soft-capping, scaling) fail this check and take the
+    plain full-logits path instead.
+    """
+    try:
+        decoder, head = hf_model.get_decoder(), hf_model.get_output_embeddings()
+    except (AttributeError, NotImplementedError, ValueError):
+        return False
+    if decoder is None or head is None:
+        return False
+    was_training = hf_model.training
+    hf_model.eval()
+    try:
+        ids = torch.tensor([[0, 1, 2]], device=device)
+        with torch.no_grad():
+            full = hf_model(input_ids=ids, use_cache=False).logits
+            split = head(decoder(input_ids=ids, use_cache=False).last_hidden_state)
+    finally:
+        hf_model.train(was_training)
+    return bool(
+        full.shape == split.shape
+        and torch.allclose(full.float(), split.float(), rtol=1e-3, atol=1e-3)
+    )
+
+
 @dataclass(frozen=True)
 class TokenLogprobs:
     """Log-probs of response tokens, right-padded to the longest response of the batch.

@@ -1,0 +1,115 @@
+"""How a policy decodes and scores: chosen once, at construction, and swapped by `shard()`.
+
+`Policy.generate` and `Policy.token_logprobs` do not ask whether the policy is sharded; they
+call the strategy they hold:
+
+| strategy            | set by                         | runs                                       |
+|---------------------|--------------------------------|--------------------------------------------|
+| `StaticDecoding`    | construction, kv_cache static  | our static-cache loop (`_decoding.py`)     |
+| `GenerateDecoding`  | construction, kv_cache dynamic | transformers' `generate`                   |
+| `ShardedDecoding`   | `shard()`                      | `generate` through the FSDP root's hooks   |
+| `LocalScoring`      | construction                   | the chunked log-prob forward (`_scoring`)  |
+| `ShardedScoring`    | `shard()`                      | the same, through the FSDP root's hooks    |
+
+`idle` is what a process with nothing to do runs. Unsharded: nothing. Sharded: every process
+must take part in the other processes' weight gathers (and, for scoring, in the backward's
+gradient reductions), so it samples from a one-token prompt, or scores one token with weight 0.
+
+The strategies keep no reference to the policy (it is passed to each call), so dropping the
+last reference to a policy still frees its model at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+
+from cuda_agent.policy._generation import DecodeRequest
+from cuda_agent.policy._scoring import ScoringBatch, right_padded_batch
+from cuda_agent.policy._sharding import ShardedRoot
+
+if TYPE_CHECKING:
+    from cuda_agent.policy._policy import Policy
+
+TensorPair = tuple[
+    torch.Tensor, torch.Tensor
+]  # (decoded tokens, log-probs) or (log-probs, entropies)
+
+
+class Decoding(Protocol):
+    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
+        """([rows, T_new] token ids, [rows, T_new] sampler log-probs) of `request`."""
+        ...
+
+    def idle(self, policy: Policy, max_new_tokens: int) -> None:
+        """What `generate` runs when this process has no prompts."""
+        ...
+
+
+class Scoring(Protocol):
+    def score(self, policy: Policy, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
+        """([N] log-probs, [N] entropies) of the N real response tokens of `batch`."""
+        ...
+
+    def idle(self, policy: Policy, zeros: torch.Tensor) -> torch.Tensor:
+        """What `token_logprobs` returns for a batch with no response token: `zeros`, kept in
+        the autograd graph where the backward's collectives need this process."""
+        ...
+
+
+class StaticDecoding:
+    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
+        return policy._decode_static(request)
+
+    def idle(self, policy: Policy, max_new_tokens: int) -> None:
+        return None
+
+
+class GenerateDecoding:
+    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
+        return policy._decode_with_generate(request)
+
+    def idle(self, policy: Policy, max_new_tokens: int) -> None:
+        return None
+
+
+class ShardedDecoding:
+    """transformers' `generate` (uncompiled), between the root's hooks: every layer is gathered
+    at every step."""
+
+    def __init__(self, root: ShardedRoot) -> None:
+        self._root = root
+
+    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
+        result: TensorPair = self._root.run(policy._decode_with_generate, request)
+        return result
+
+    def idle(self, policy: Policy, max_new_tokens: int) -> None:
+        # Every process must take part in the other processes' weight gathers.
+        policy.generate([[policy._pad_id]], max_new_tokens=max_new_tokens, seed=0)
+
+
+class LocalScoring:
+    def score(self, policy: Policy, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
+        return policy._flat_logprobs(batch, with_entropy)
+
+    def idle(self, policy: Policy, zeros: torch.Tensor) -> torch.Tensor:
+        return zeros
+
+
+class ShardedScoring:
+    def __init__(self, root: ShardedRoot) -> None:
+        self._root = root
+
+    def score(self, policy: Policy, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
+        result: TensorPair = self._root.run(policy._flat_logprobs, batch, with_entropy)
+        return result
+
+    def idle(self, policy: Policy, zeros: torch.Tensor) -> torch.Tensor:
+        # Every process must take part in the forward's and the backward's collectives:
+        # score one dummy token and keep it in the graph with weight 0.
+        pad_id = policy._pad_id
+        dummy = right_padded_batch([[pad_id]], [[pad_id]], pad_id, policy.device)
+        logprobs_n, _ = self._root.run(policy._flat_logprobs, dummy, False)
+        return zeros + 0.0 * logprobs_n.sum()
