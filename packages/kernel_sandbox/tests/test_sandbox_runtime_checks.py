@@ -235,3 +235,15 @@ def test_device_verdict_judges_foreign_time_and_allowed_libraries():
     assert device_verdict(gemm, library_allowed=False)
     assert device_verdict(gemm, library_allowed=True) == ""
     assert device_verdict(None, library_allowed=False) == ""
+
+
+def test_an_honest_small_kernel_on_a_loaded_machine_is_not_called_a_decoy():
+    # The splits measured: an honest relu on the loaded CI machine (0.15 ms outside its
+    # kernels) and NumPy's relu decoy; on the CPU backend the kernels' time is their work.
+    from cuda_agent.kernel_sandbox._decoys import HostSplit, host_verdict
+
+    honest = HostSplit(total=265e-6, kernels=58e-6, ops=57e-6, calls=2)
+    assert honest.outside > 140e-6
+    assert host_verdict([honest], kernels_on_host=True)[1] == ""
+    decoy = HostSplit(total=356e-6, kernels=4.5e-6, ops=75e-6, calls=4)
+    assert "outside its kernels" in host_verdict([decoy], kernels_on_host=True)[1]

@@ -244,7 +244,9 @@ def _judge_decoys(trial: Trials, model_new, inputs, cfg, extra: dict[str, Any]) 
         message = _decoys.device_verdict(shares, library_allowed=allowed)
         if message:
             raise Verdict("rejected", message, flags=["foreign_kernels"])
-    report, message = _decoys.host_verdict(trial.host_splits)
+    report, message = _decoys.host_verdict(
+        trial.host_splits, kernels_on_host=trial.device.type == "cpu"
+    )
     extra["host_time_split"] = report
     extra["kernel_seconds_by_name"] = launch.kernel_seconds_by_name()
     if message:

@@ -177,6 +177,7 @@ class Scheduler:
         self.compile_idle: asyncio.Queue[int] = asyncio.Queue()
         self.prepared: set[str] = set()
         self._compile_started = config.compile_workers == 0
+        self.arch = ""
 
     def _new_slot(self) -> Any:
         remote = self.ray.remote(SlotActor)
@@ -185,16 +186,19 @@ class Scheduler:
     async def _start_compilers(self) -> None:
         """Compile actors, for the architecture slot actor 0 reads on its node."""
         self._compile_started = True
-        arch = await self.slots[0].cuda_arch.remote()
-        if not arch:
+        self.arch = await self.slots[0].cuda_arch.remote()
+        if not self.arch:
             return
+        for i in range(self.config.compile_workers):
+            self.compilers.append(self._new_compiler(i))
+            self.compile_idle.put_nowait(i)
+
+    def _new_compiler(self, index: int) -> Any:
         env = self.options.get("runtime_env")
         remote = self.ray.remote(CompileActor).options(
             num_cpus=1, num_gpus=0, **({"runtime_env": env} if env else {})
         )
-        for i in range(self.config.compile_workers):
-            self.compilers.append(remote.remote(self.inner, i, arch))
-            self.compile_idle.put_nowait(i)
+        return remote.remote(self.inner, index, self.arch)
 
     async def _prepare(self, source: Any, task_name: str) -> EvalResult | None:
         key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
@@ -204,12 +208,8 @@ class Scheduler:
         try:
             built, failure = await self.compilers[i].prepare.remote(source, task_name)
         except self.ray.exceptions.RayActorError as death:
-            self.compilers[i] = (
-                self.ray.remote(CompileActor)
-                .options(num_cpus=1)
-                .remote(self.inner, i, await self.slots[0].cuda_arch.remote())
-            )
-            self.deaths.append(f"compile actor {i}: {death}")
+            self.compilers[i] = self._new_compiler(i)  # a fresh one takes its place
+            self.deaths.append(f"compile actor {i}: {_first_line(death)}")
             return None  # the GPU job builds it then, and reports any failure in full
         finally:
             self.compile_idle.put_nowait(i)
