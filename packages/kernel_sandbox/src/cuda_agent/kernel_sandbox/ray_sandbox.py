@@ -37,7 +37,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from .candidates import Candidate, read_candidate
-from .config import INPUT_DISTRIBUTIONS, SandboxConfig
+from .config import SandboxConfig
 from .result import EvalResult
 from .sandbox import Sandbox, _cuda_arch, _needs_build, prepare_extensions
 from .tasks import Task
@@ -301,10 +301,6 @@ class RaySandbox(Sandbox):
     def __reduce__(self) -> Any:
         return (_attach, (self.config, self._scheduler))
 
-    @property
-    def backend(self) -> str:
-        return self.config.backend
-
     def _submit(
         self,
         task: Task,
@@ -313,12 +309,7 @@ class RaySandbox(Sandbox):
         distribution: str = "normal",
         measure_time: bool = True,
     ) -> Any:
-        if self._closed:
-            raise RuntimeError("this Sandbox is closed")
-        if distribution not in INPUT_DISTRIBUTIONS:
-            raise ValueError(
-                f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
-            )
+        self._admit(distribution)
         options = {"sizes": sizes, "distribution": distribution, "measure_time": measure_time}
         return self._scheduler.evaluate.remote(task, read_candidate(candidate), options)
 

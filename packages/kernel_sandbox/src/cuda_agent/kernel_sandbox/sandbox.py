@@ -119,12 +119,7 @@ class Sandbox:
         floating inputs (``normal``, ``heavy_tailed``, ``large``, ``tiny``), and
         ``measure_time=False`` skips timing (correctness only): the property checks use them.
         """
-        if self._closed:
-            raise RuntimeError("this Sandbox is closed")
-        if distribution not in INPUT_DISTRIBUTIONS:
-            raise ValueError(
-                f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
-            )
+        self._admit(distribution)
         source = read_candidate(candidate)
         started = time.perf_counter()
         if self.config.static_checks:
@@ -170,6 +165,15 @@ class Sandbox:
         finally:
             self._idle.put(slot)
         return _with_wall_time(result, time.perf_counter() - started)
+
+    def _admit(self, distribution: str) -> None:
+        """Refuse a job before it is built: the sandbox is closed, or the distribution unknown."""
+        if self._closed:
+            raise RuntimeError("this Sandbox is closed")
+        if distribution not in INPUT_DISTRIBUTIONS:
+            raise ValueError(
+                f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
+            )
 
     def _prepare(self, job: dict[str, Any]) -> EvalResult | None:
         """Build the candidate's extensions on a compile worker (the GPU job then finds them in
