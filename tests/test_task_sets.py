@@ -48,3 +48,15 @@ def test_the_shipped_compositions_train_beside_the_starter_suite_and_never_meet_
     assert not {family_of(e.task, e.metadata) for e in embedded.entries} & families
     worst = max(similarity(t.source, s) for t in embedded.tasks()[:50] for s in sources.values())
     assert worst < 0.9
+
+
+def test_the_compact_set_is_the_starter_suite_and_more_short_kernels_never_heldout():
+    from cuda_agent.runner.budget import warmstart_solution
+
+    train, heldout = task_sets(TrainConfig(tasks="compact"))
+    names = {t.name for t in train}
+    starter, _ = task_sets(TrainConfig())
+    assert {t.name for t in starter} < names and {"mish", "scale_tanh_add"} <= names
+    assert not names & set(HELDOUT) and [t.name for t in heldout] == sorted(HELDOUT)
+    for t in train:  # what the warm start teaches on the GPU is the short form
+        assert warmstart_solution(t, "cuda", "compact") == t.compact_solutions["cuda"]

@@ -43,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         help_text = {
             "out": "run directory (default runs/<timestamp>)",
             "tasks": "training tasks: a directory or file (KernelBench directories as they "
-            "are), 'builtin' or 'starter' (default: the built-in starter suite)",
+            "are), 'builtin', 'compact' (the built-in tasks with short CUDA solutions), 'synth' "
+            "or 'starter' (default: the built-in starter suite)",
             "eval_tasks": "held-out tasks, never trained on: a directory or file (default: "
             "six built-in tasks outside the starter suite)",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",

@@ -3,8 +3,9 @@
 By default the training set is the built-in starter suite and the held-out set a fixed list of
 built-in tasks whose operators the starter suite does not have (``HELDOUT``). ``--tasks`` and
 ``--eval-tasks`` take a directory or file each (KernelBench directories load as they are),
-``builtin`` (every built-in task; with the default held-out set, less the held-out ones) or
-``starter``. A task in both sets, by name or by source, is refused.
+``builtin`` (every built-in task; with the default held-out set, less the held-out ones),
+``compact`` (the built-in tasks with a compact reference solution: elementwise operators and
+row reductions whose warm-start answers fit a 768-token budget) or ``starter``. A task in both sets, by name or by source, is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class TaskSetError(ValueError):
     """The training and held-out sets meet."""
 
 
+BUILTIN_SETS = {"builtin", "starter", "compact", "synth"}
 HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
 
 
@@ -33,14 +35,17 @@ def heldout_guard() -> tuple[set[str], dict[str, str]]:
 
 
 def _load(source: str) -> list[Task]:
-    """Tasks of ``source``: ``builtin``, ``starter``, ``synth`` (the synthesized compositions
-    shipped with cuda-agent-data), a directory or file, or several joined by ``+``."""
+    """Tasks of ``source``: ``builtin``, ``starter``, ``compact``, ``synth`` (the synthesized
+    compositions shipped with cuda-agent-data), a directory or file, or several joined by
+    ``+``."""
     if "+" in source:
         return [task for part in source.split("+") for task in _load(part)]
     if source == "builtin":
         return builtin_tasks()
     if source == "starter":
         return builtin_tasks("starter")
+    if source == "compact":
+        return [t for t in builtin_tasks() if t.compact_solutions and t.name not in HELDOUT]
     if source == "synth":
         from cuda_agent.data import load_embedded
 
@@ -52,7 +57,7 @@ def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     """(training tasks, held-out tasks) of ``config``; TaskSetError when they meet."""
     if config.eval_tasks:
         heldout = _load(config.eval_tasks)
-    elif not config.tasks or set(config.tasks.split("+")) <= {"builtin", "starter", "synth"}:
+    elif not config.tasks or set(config.tasks.split("+")) <= BUILTIN_SETS:
         heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
     else:
         heldout = []  # a task directory of the user's and no held-out set: nothing to split

@@ -1,0 +1,26 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+mish = cuda_kernel(
+    r"""
+extern "C" __global__ void mish(float* out, const float* x, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        out[i] = v * tanhf(v > 20.f ? v : log1pf(expf(v)));
+    }
+}
+""",
+    "mish",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        mish(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
+        return out
