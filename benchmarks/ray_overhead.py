@@ -4,8 +4,9 @@
 
 Both pools get the same configuration and ``workers`` slots. For each: the built-in suite's
 reference solutions (every task with one for the backend), ``rounds`` times, through
-``evaluate_many`` after a warm-up round that starts the workers and fills the caches; the
-evaluations per minute are over the timed rounds' wall time.
+``evaluate_many`` after a warm-up round (one job at a time, each printed as it ends) that
+starts the workers and fills the caches; the evaluations per minute are over the timed
+rounds' wall time.
 
 Ray's overhead per evaluation is measured two ways: (a) for every timed job, the client's
 wall time less the actor's own (``EvalResult.wall_seconds``, taken inside the slot's local
@@ -37,8 +38,18 @@ REFUSED = (
 )
 
 
-def run_pool(sandbox: Sandbox, jobs: list, rounds: int, relu: Any) -> dict[str, Any]:
-    sandbox.evaluate_many(jobs)  # warm-up: workers started, extensions and baselines cached
+def run_pool(sandbox: Sandbox, jobs: list, rounds: int, relu: Any, name: str) -> dict[str, Any]:
+    # Warm-up (workers started, extensions and baselines cached), one job at a time and each
+    # printed as it ends: a pool that stalls shows on which job, and after how long.
+    warm_up = []
+    for i, (task, source) in enumerate(jobs):
+        t0 = time.perf_counter()
+        status = sandbox.evaluate(task, source).status
+        warm_up.append(time.perf_counter() - t0)
+        print(
+            f"{name} warm-up {i + 1}/{len(jobs)} {task.name}: {status}, {warm_up[-1]:.1f} s",
+            flush=True,
+        )
     started = time.perf_counter()
     statuses: list[str] = []
     for _ in range(rounds):
@@ -56,6 +67,7 @@ def run_pool(sandbox: Sandbox, jobs: list, rounds: int, relu: Any) -> dict[str, 
         sandbox.evaluate(relu, REFUSED)
         refused.append(time.perf_counter() - t0)
     return {
+        "warm_up_s": {"median": statistics.median(warm_up), "max": max(warm_up)},
         "evaluations": len(statuses),
         "seconds": seconds,
         "evaluations_per_minute": 60 * len(statuses) / seconds,
@@ -112,7 +124,7 @@ def main() -> None:
     out = Path(args.out)
     for name, cfg in (("local", config), ("ray", dataclasses.replace(config, ray_address="auto"))):
         with Sandbox(cfg) as sandbox:
-            report[name] = run_pool(sandbox, jobs, args.rounds, relu)
+            report[name] = run_pool(sandbox, jobs, args.rounds, relu, name)
         print(name, json.dumps(report[name]))
         out.write_text(json.dumps(report, indent=2) + "\n")
     local, via = report["local"], report["ray"]

@@ -253,10 +253,15 @@ def test_a_run_killed_in_every_stage_resumes_without_lost_or_repeated_work(
             start_new_session=True,
         )
         _kill_when(proc, done)
+        if i == 1:  # killed after the first committed warm-start step: its time is saved
+            assert state()["train_seconds"] > 0
     resumed = _train("--resume", str(run), "--quiet")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     records = _records(run)
     assert [r["stage"] for r in records] == STAGES
+    # every committed training step's time is in the training seconds, kills or not
+    stepped = sum(r["seconds"] for r in records if r.get("step") is not None and "seconds" in r)
+    assert state()["train_seconds"] >= stepped
     for stage, n in {"warmstart": 2, "rl_warmup": 1, "rft": 2, "value": 1, "rl": 2}.items():
         assert [r["step"] for r in records if r["stage"] == stage] == list(range(n)), stage
     for name in ("heldout_before", "heldout_warmstart", "heldout_after"):

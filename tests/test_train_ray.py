@@ -28,7 +28,7 @@ TASKS = {t.name: t for t in builtin_tasks()}
 @pytest.fixture(scope="module")
 def cluster():
     # One CPU for the sandbox's slot actor and one for each of two rollout actors.
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=3, num_gpus=0, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -43,7 +43,9 @@ def _config(**kw) -> SandboxConfig:
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # no GPU in the cluster even on a GPU host (Ray would count the host's): the CPU backend's
+    # tests, and the refusal of backend="cuda" below, hold everywhere
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

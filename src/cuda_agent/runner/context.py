@@ -45,6 +45,7 @@ class Run:
     value: ValueModel | None = None
     optimizers: dict[str, PolicyOptimizer] = field(default_factory=dict)
     rollouts: Any = None  # ray_rollouts.RayRollouts: episodes collected on Ray actors
+    _step_started: float | None = field(default=None, init=False, repr=False)
 
     @property
     def backend(self) -> str:
@@ -105,9 +106,16 @@ class Run:
                 )
                 self.state.budget_cuts[stage] = total - step
                 return
-            started = time.perf_counter()
+            self._step_started = time.perf_counter()
             yield step
-            self.state.train_seconds += time.perf_counter() - started
+            self._count_step_time()
+
+    def _count_step_time(self) -> None:
+        """Add the running step's wall time to the training seconds, once: at its commit (so
+        the saved state holds it when the run is killed after it) or when it ends uncommitted."""
+        if self._step_started is not None:
+            self.state.train_seconds += time.perf_counter() - self._step_started
+            self._step_started = None
 
     def commit_step(self, stage: str, record: dict[str, Any], step: int) -> None:
         """Record a finished step of ``stage`` and checkpoint everything it changed."""
@@ -125,6 +133,7 @@ class Run:
         self.state.stage_steps[stage] = step + 1
         if stage == "rl":
             self.state.rl_steps_done = step + 1
+        self._count_step_time()
         self.save()
         self.prune()
         self.advance(1)
