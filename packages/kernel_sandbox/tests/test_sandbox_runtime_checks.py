@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, builtin_tasks
-from cuda_agent.kernel_sandbox._jobs import required_checks
+from cuda_agent.kernel_sandbox._protocol import Check, required_checks
 
 KERNEL = '''
 import torch
@@ -123,12 +123,15 @@ def test_work_skipped_where_normal_inputs_allow_fails_on_heavy_tails(sandbox):
 
 
 def test_reverification_is_required_only_above_the_bound():
-    plan = [{"stage": "trial"}, {"stage": "reverify"}, {"stage": "after"}]
+    plan = [Check("trial", 0, {}), Check("reverify", 1, {}), Check("after", 2, {})]
     fast = {"eager_time_ms": 20.0, "candidate_time_ms": 1.0}
     slow = {"eager_time_ms": 2.0, "candidate_time_ms": 1.0}
     assert required_checks(plan, fast, bound=10.0) == [0, 1, 2]
     assert required_checks(plan, slow, bound=10.0) == [0, 2]
     assert required_checks(plan, {}, bound=10.0) == [0, 2]
+    # timed at 0 ms: nothing is that fast, so the worker re-verifies and the parent requires it
+    instant = {"eager_time_ms": 2.0, "candidate_time_ms": 0.0}
+    assert required_checks(plan, instant, bound=10.0) == [0, 1, 2]
 
 
 def test_candidates_cannot_signal_or_trace_other_processes(unchecked, relu):

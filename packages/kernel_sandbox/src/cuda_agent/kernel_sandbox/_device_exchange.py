@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from ._protocol import DeviceBufferRequest
+
 ALIGN = 64
 _GRANULE = 64 << 20  # buffers are sized in steps of this many bytes
 
@@ -105,13 +107,13 @@ def aligned(nbytes: int) -> int:
 _owned: dict[str, Any] = {}  # ptr, capacity, token, view
 
 
-def provide(request: dict[str, Any], home: Any = None) -> dict[str, Any]:
-    """Job ``device_buffer`` (reference worker): a buffer of at least ``request['bytes']``
-    bytes (at most ``request['limit']``), as ``{"handle", "capacity", "token"}``; or
+def provide(request: DeviceBufferRequest, home: Any = None) -> dict[str, Any]:
+    """Job ``device_buffer`` (reference worker): a buffer of at least ``request.bytes``
+    bytes (at most ``request.limit``), as ``{"handle", "capacity", "token"}``; or
     ``{"error": ...}`` (the candidate then uses the host path)."""
     try:
-        wanted = int(request["bytes"])
-        limit = int(request["limit"])
+        wanted = int(request.bytes)
+        limit = int(request.limit)
         if not 0 < wanted <= limit:
             return {"error": f"{wanted} bytes is outside the allowed 1..{limit}"}
         capacity = _owned.get("capacity", 0)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from . import _decoys, _extension_hooks, _runtime_checks, _task_runtime, launch
+from ._protocol import Check, Job, JobConfig, PrepareReport, PrepareRequest
 from ._task_runtime import TaskFailure
 from ._timing import time_interleaved
 from ._trials import Ask, Trials
@@ -28,17 +29,17 @@ from .errors import CompileError
 Phase = Callable[[str], None]
 
 
-def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, Any]:
-    """Evaluate ``job['candidate']`` against ``job['task']``; return EvalResult fields.
+def run_job(job: Job, workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, Any]:
+    """Evaluate ``job.candidate`` against ``job.task``; return EvalResult fields.
 
-    ``job['checks']`` is the parent's plan (``_jobs.plan_checks``): for each check a stage
+    ``job.checks`` is the parent's plan (``_plan.plan_checks``): for each check a stage
     (``trial``, ``inplace``, ``config``, ``reverify`` or ``after`` timing), a seed and the
     sizes. Their verdicts are recorded by the parent, not here.
     """
-    cfg = job["config"]
-    device = torch.device(cfg["device"])
+    cfg = job.config
+    device = torch.device(cfg.device)
     result: dict[str, Any] = {}
-    plan: list[dict[str, Any]] = job["checks"]
+    plan = job.checks
     seconds: dict[str, float] = {}  # where the job's time went (EvalResult.extra["seconds"])
     seconds_extra: dict[str, Any] = {}  # other extra findings of the job
     trial: Trials | None = None
@@ -48,30 +49,30 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) ->
     try:
         enter_phase("load")
         try:
-            task = _task_runtime.load_task(job["task"], workdir / "reference.py")
-            _task_runtime.override_sizes(task, job.get("sizes") or {})
+            task = _task_runtime.load_task(job.task, workdir / "reference.py")
+            _task_runtime.override_sizes(task, job.sizes)
         except TaskFailure as exc:
             raise reference_failed(exc) from None
         _extension_hooks.install()  # load_inline extensions: cached, counted
         threads_at_load = _runtime_checks.python_threads()
         t0 = time.perf_counter()
-        candidate = _load_candidate(job["candidate"], workdir, cfg["backend"])
+        candidate = _load_candidate(job.candidate, workdir, cfg.backend)
         _extension_hooks.count_triton_launches()
         result["build_seconds"] = time.perf_counter() - t0
-        reference, model_new = _build_models(task, candidate, device, cfg["seed"])
-        trial = Trials(task, model_new, device, cfg, job["exchange"], ask, threads_at_load)
+        reference, model_new = _build_models(task, candidate, device, cfg.seed)
+        trial = Trials(task, model_new, device, cfg, job.exchange, ask, threads_at_load)
         seconds["load"] = time.perf_counter() - t0
 
         enter_phase("correctness")
         launches_before = launch.launch_count()
         inputs: list[Any] = []  # the last trial's, on the task's own distribution: timed
         for index, step in enumerate(plan):
-            if step["stage"] == "trial":
+            if step.stage == "trial":
                 drawn = trial.run(index, step)
-                inputs = drawn if "distribution" not in step else inputs
-            elif step["stage"] == "inplace":
+                inputs = drawn if step.distribution is None else inputs
+            elif step.stage == "inplace":
                 trial.run(index, step, inplace=True)
-        if cfg["require_custom_kernel"] and launch.launch_count() == launches_before:
+        if cfg.require_custom_kernel and launch.launch_count() == launches_before:
             raise Verdict(
                 "rejected",
                 "no custom kernel was launched: ModelNew must compute with kernels built by "
@@ -79,14 +80,14 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) ->
                 flags=["no_custom_kernel"],
             )
         for index, step in enumerate(plan):
-            if step["stage"] == "config":
+            if step.stage == "config":
                 _check_config(task, candidate, trial, index, step)
-        if cfg["runtime_checks"] and cfg["require_custom_kernel"]:
+        if cfg.runtime_checks and cfg.require_custom_kernel:
             t_profile = time.perf_counter()
             _judge_decoys(trial, model_new, inputs, cfg, seconds_extra)
             seconds["profile"] = time.perf_counter() - t_profile
 
-        if cfg.get("measure_time", True):
+        if cfg.measure_time:
             enter_phase("timing")
             t_timing = time.perf_counter()
             result.update(_time(task, reference, model_new, inputs, device, cfg))
@@ -94,11 +95,9 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) ->
             # Re-check on fresh inputs: a candidate that behaves differently once it has been
             # called many times (detects warm-up, caches results) is caught here.
             enter_phase("correctness")
-            speedup = result["eager_time_ms"] / max(result["candidate_time_ms"], 1e-9)
+            required = set(job.required_checks(result))
             for index, step in enumerate(plan):
-                if step["stage"] == "after" or (
-                    step["stage"] == "reverify" and speedup > cfg["reverify_speedup"]
-                ):
+                if step.stage in ("after", "reverify") and index in required:
                     trial.run(index, step, after_timing=True)
         result["status"] = "ok"
         result["message"] = "correct"
@@ -120,19 +119,19 @@ def run_job(job: dict[str, Any], workdir: Path, enter_phase: Phase, ask: Ask) ->
     return result
 
 
-def prepare(job: dict[str, Any], workdir: Path) -> dict[str, Any]:
+def prepare(request: PrepareRequest, workdir: Path) -> PrepareReport:
     """Import the candidate only to build its extensions into the shared cache (in a compile
     worker, with no GPU). Whatever fails here is left for the real job to report."""
     _extension_hooks.install()
     t0 = time.perf_counter()
     try:
-        _load_candidate(job["candidate"], workdir, "cuda")
+        _load_candidate(request.candidate, workdir, "cuda")
         outcome = "built"
     except Verdict as verdict:
         outcome = verdict.status
     except BaseException as exc:
         outcome = type(exc).__name__
-    return {"outcome": outcome, "seconds": time.perf_counter() - t0}
+    return PrepareReport(outcome, time.perf_counter() - t0)
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -214,13 +213,13 @@ def _build_models(
 
 
 # -------------------------------------------------------------------------------- correctness
-def _check_config(task, candidate, trial: Trials, index: int, step: dict[str, Any]) -> None:
+def _check_config(task, candidate, trial: Trials, index: int, step: Check) -> None:
     """One trial on a declared extra size configuration, with the models rebuilt for it; the
     main sizes are restored afterwards (timing and the re-check use them)."""
-    saved = {name: getattr(task, name) for name in step["sizes"]}
+    saved = {name: getattr(task, name) for name in step.sizes}
     try:
-        _task_runtime.override_sizes(task, step["sizes"])
-        _, model_new = _build_models(task, candidate, trial.device, trial.cfg["seed"])
+        _task_runtime.override_sizes(task, step.sizes)
+        _, model_new = _build_models(task, candidate, trial.device, trial.cfg.seed)
         main_model, trial.model_new = trial.model_new, model_new
         try:
             trial.run(index, step)
@@ -232,7 +231,7 @@ def _check_config(task, candidate, trial: Trials, index: int, step: dict[str, An
         _task_runtime.override_sizes(task, saved)
 
 
-def _judge_decoys(trial: Trials, model_new, inputs, cfg, extra: dict[str, Any]) -> None:
+def _judge_decoys(trial: Trials, model_new, inputs, cfg: JobConfig, extra: dict[str, Any]) -> None:
     """A kernel launched for show while the answer is computed elsewhere (``_decoys``): on a
     GPU, by kernels that are not its own; on either backend, on the host."""
     if trial.device.type == "cuda":
@@ -240,7 +239,7 @@ def _judge_decoys(trial: Trials, model_new, inputs, cfg, extra: dict[str, Any]) 
             lambda: model_new(*inputs), trial.device, launch.kernel_names()
         )
         extra["device_time_shares"] = shares
-        allowed = bool(cfg.get("allowed_torch_ops"))
+        allowed = bool(cfg.allowed_torch_ops)
         message = _decoys.device_verdict(shares, library_allowed=allowed)
         if message:
             raise Verdict("rejected", message, flags=["foreign_kernels"])
@@ -254,7 +253,7 @@ def _judge_decoys(trial: Trials, model_new, inputs, cfg, extra: dict[str, Any]) 
 
 
 # ----------------------------------------------------------------------------------- timing
-def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
+def _time(task, reference, model_new, inputs, device, cfg: JobConfig) -> dict[str, Any]:
     """Candidate and eager, interleaved. The ``torch.compile`` baseline is never compiled here
     (a candidate must not be able to touch it): it was timed beside eager by the reference
     worker, and is carried over scaled by eager now over eager then."""
@@ -268,15 +267,15 @@ def _time(task, reference, model_new, inputs, device, cfg) -> dict[str, Any]:
             return reference(*inputs)
 
     fns: list[Callable[[], object]] = [candidate_call, eager_call]
-    baseline = cfg.get("compile_baseline") if cfg["time_compile"] else None
+    baseline = cfg.compile_baseline if cfg.time_compile else None
     try:
         timings = time_interleaved(
             fns,
             device=device,
-            warmup=cfg["warmup"],
-            repeats=cfg["repeats"],
-            budget_s=cfg["timing_budget_s"],
-            precision=cfg.get("timing_precision", 0.0),
+            warmup=cfg.warmup,
+            repeats=cfg.repeats,
+            budget_s=cfg.timing_budget_s,
+            precision=cfg.timing_precision,
         )
     except Exception as exc:
         raise Verdict("runtime_error", "failed while timing:\n" + trim(exc)) from None

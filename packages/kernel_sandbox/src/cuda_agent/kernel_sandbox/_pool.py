@@ -126,7 +126,7 @@ class Worker:
         self.filesystem_confined = bool(message.get("filesystem_confined"))
         self.signals_confined = bool(message.get("signals_confined"))
         self.pinned_exchange_bytes = int(message.get("pinned_exchange_bytes") or 0)
-        # What baselines measured by this worker depend on (see _jobs.baseline_key).
+        # What baselines measured by this worker depend on (see _baselines.BaselineCache.key).
         self.identity = {"torch": str(message.get("torch")), "device": str(message.get("device"))}
 
     def kill(self) -> None:

@@ -19,29 +19,28 @@ from typing import Any
 import torch
 
 from . import _compare, _exchange, _task_runtime
+from ._protocol import BaselineReport, BaselineRequest, CheckVerdict, Draw, ReferenceCheck
 from ._timing import time_interleaved
 
 _MODELS: OrderedDict[str, tuple[types.ModuleType, torch.nn.Module]] = OrderedDict()
 _MAX_MODELS = 4
 
 
-def _model(request: dict[str, Any], home: Path) -> tuple[types.ModuleType, torch.nn.Module]:
+def _model(request: Draw, home: Path) -> tuple[types.ModuleType, torch.nn.Module]:
     """The task module and reference model for the request's task, sizes and device (cached)."""
     key = json.dumps(
-        [request["task_digest"], request["sizes"], request["device"], request["model_seed"]],
+        [request.task_digest, request.sizes, request.device, request.model_seed],
         sort_keys=True,
     )
     if key in _MODELS:
         _MODELS.move_to_end(key)
         return _MODELS[key]
-    if request["device"].startswith("cuda"):  # a new task's weights: the others' go first
-        for other in [k for k in _MODELS if json.loads(k)[0] != request["task_digest"]]:
+    if request.device.startswith("cuda"):  # a new task's weights: the others' go first
+        for other in [k for k in _MODELS if json.loads(k)[0] != request.task_digest]:
             del _MODELS[other]
-    task = _task_runtime.load_task(request["task"], home / f"reference_{len(_MODELS)}.py")
-    _task_runtime.override_sizes(task, request["sizes"])
-    model, _ = _task_runtime.build_reference(
-        task, torch.device(request["device"]), request["model_seed"]
-    )
+    task = _task_runtime.load_task(request.task, home / f"reference_{len(_MODELS)}.py")
+    _task_runtime.override_sizes(task, request.sizes)
+    model, _ = _task_runtime.build_reference(task, torch.device(request.device), request.model_seed)
     _MODELS[key] = (task, model)
     while len(_MODELS) > _MAX_MODELS:
         _MODELS.popitem(last=False)
@@ -65,7 +64,7 @@ def _full_float32() -> Iterator[None]:
         cudnn.allow_tf32, matmul.allow_tf32 = saved
 
 
-def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torch.Tensor]]:
+def _expected(request: Draw, home: Path) -> tuple[list[Any], list[torch.Tensor]]:
     """(input fingerprint, expected outputs) of one trial, computed once per worker and kept:
     every candidate for a task is checked on the same seeds. On a GPU, a new task's outputs
     replace the previous task's, and an out-of-memory error is retried once with every cache
@@ -73,7 +72,7 @@ def _expected(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torc
     try:
         return _expected_once(request, home)
     except _task_runtime.TaskFailure as exc:
-        if not request["device"].startswith("cuda") or not _task_runtime.is_out_of_memory(exc):
+        if not request.device.startswith("cuda") or not _task_runtime.is_out_of_memory(exc):
             raise
     release_caches()
     return _expected_once(request, home)
@@ -87,34 +86,32 @@ def release_caches() -> None:
     _task_runtime.release_gpu_memory()
 
 
-def _expected_once(request: dict[str, Any], home: Path) -> tuple[list[Any], list[torch.Tensor]]:
+def _expected_once(request: Draw, home: Path) -> tuple[list[Any], list[torch.Tensor]]:
     global _EXPECTED
-    device = torch.device(request["device"])
+    device = torch.device(request.device)
     if _EXPECTED is None:
         _EXPECTED = _task_runtime.BoundedCache(_task_runtime.cache_budget(device))
     if device.type == "cuda":
-        _EXPECTED.keep_group(request["task_digest"])
+        _EXPECTED.keep_group(request.task_digest)
     key = _EXPECTED.key(
-        request["task_digest"],
-        request["sizes"],
-        request["seed"],
-        request["distribution"],
-        request["device"],
-        request["model_seed"],
+        request.task_digest,
+        request.sizes,
+        request.seed,
+        request.distribution,
+        request.device,
+        request.model_seed,
     )
     found = _EXPECTED.get(key)
     if found is not None:
         return found
     inputs, want = _forward(request, home)
     entry = (_compare.fingerprint(inputs), [w.detach() for w in want])
-    _EXPECTED.put(key, entry, group=request["task_digest"])
+    _EXPECTED.put(key, entry, group=request.task_digest)
     return entry
 
 
-def forward_reseeded(
-    request: dict[str, Any], home: Path, generator_seed: int
-) -> list[torch.Tensor]:
-    """The reference's outputs on the inputs of ``request["seed"]``, with torch's generator
+def forward_reseeded(request: Draw, home: Path, generator_seed: int) -> list[torch.Tensor]:
+    """The reference's outputs on the inputs of ``request.seed``, with torch's generator
     reseeded to ``generator_seed`` between drawing the inputs and the forward (so a forward
     that draws random numbers gives other ones), the model built afresh; never cached.
     Raises ``TaskFailure``."""
@@ -124,13 +121,13 @@ def forward_reseeded(
 
 
 def _forward(
-    request: dict[str, Any], home: Path, generator_seed: int | None = None
+    request: Draw, home: Path, generator_seed: int | None = None
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    device = torch.device(request["device"])
+    device = torch.device(request.device)
     task, model = _model(request, home)
     # Module-level sizes are read by get_inputs: set them for this entry again.
-    _task_runtime.override_sizes(task, request["sizes"])
-    inputs = _task_runtime.draw_inputs(task, device, request["seed"], request["distribution"])
+    _task_runtime.override_sizes(task, request.sizes)
+    inputs = _task_runtime.draw_inputs(task, device, request.seed, request.distribution)
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
     try:
@@ -149,26 +146,26 @@ def _forward(
     return inputs, want
 
 
-def check(request: dict[str, Any], home: Path) -> dict[str, Any]:
+def check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     """Judge one trial. Returns ``passed``, the worst errors and a message; or
     ``reference_failed`` (a message) when the task itself failed, so no verdict is possible."""
-    device = torch.device(request["device"])
+    device = torch.device(request.device)
     try:
         prints, want = _expected(request, home)
     except _task_runtime.TaskFailure as exc:
-        return {"reference_failed": str(exc)}
-    if not _compare.same_fingerprint(prints, request.get("inputs") or []):
-        return {
-            "reference_failed": "the task's get_inputs() drew different inputs in the reference "
+        return CheckVerdict(reference_failed=str(exc)).to_json()
+    if not _compare.same_fingerprint(prints, request.inputs or []):
+        return CheckVerdict(
+            reference_failed="the task's get_inputs() drew different inputs in the reference "
             "worker than in the candidate worker from the same seed; it must draw only from "
             "torch's global generator"
-        }
+        ).to_json()
     try:
-        got = _exchange.read_outputs(request["exchange"], request.get("outputs"), device)
+        got = _exchange.read_outputs(request.exchange, request.outputs, device)
     except _exchange.ExchangeError as exc:
         return _verdict(False, _compare.INF, _compare.INF, str(exc))
     passed, max_abs, max_rel, message = _compare.compare(
-        got, want, request["atol"], request["rtol"], request.get("dtype_tolerances")
+        got, want, request.atol, request.rtol, request.dtype_tolerances
     )
     del got, want  # (kept only if the cache holds them)
     if device.type == "cuda":
@@ -184,25 +181,20 @@ def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:
 
 
 def _verdict(passed: bool, max_abs: float, max_rel: float, message: str) -> dict[str, Any]:
-    return {
-        "passed": passed,
-        "max_abs_error": max_abs,
-        "max_rel_error": max_rel,
-        "message": message,
-    }
+    return CheckVerdict(passed, max_abs, max_rel, message).to_json()
 
 
-def baseline(request: dict[str, Any], home: Path) -> dict[str, Any]:
+def baseline(request: BaselineRequest, home: Path) -> dict[str, Any]:
     """Time the eager reference and ``torch.compile`` of it, interleaved, on one input draw.
 
     Runs in the trusted reference worker, so a cached baseline cannot be forged by a candidate.
     Returns median times and spreads in ms, or ``error``.
     """
-    device = torch.device(request["device"])
+    device = torch.device(request.device)
     try:
         task, model = _model(request, home)
-        _task_runtime.override_sizes(task, request["sizes"])
-        inputs = _task_runtime.draw_inputs(task, device, request["seed"])
+        _task_runtime.override_sizes(task, request.sizes)
+        inputs = _task_runtime.draw_inputs(task, device, request.seed, request.distribution)
         compiled = torch.compile(model)
 
         def eager_call() -> object:
@@ -216,19 +208,16 @@ def baseline(request: dict[str, Any], home: Path) -> dict[str, Any]:
         eager, comp = time_interleaved(
             [eager_call, compile_call],
             device=device,
-            warmup=request["warmup"],
-            repeats=request["repeats"],
-            budget_s=request["timing_budget_s"],
-            precision=request.get("timing_precision", 0.0),
+            warmup=request.warmup,
+            repeats=request.repeats,
+            budget_s=request.timing_budget_s,
+            precision=request.timing_precision,
         )
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         if device.type == "cuda":
             _task_runtime.release_gpu_memory()
-    return {
-        "eager_ms": eager.median_ms,
-        "eager_spread_ms": eager.spread_ms,
-        "compile_ms": comp.median_ms,
-        "compile_spread_ms": comp.spread_ms,
-    }
+    return BaselineReport(
+        eager.median_ms, eager.spread_ms, comp.median_ms, comp.spread_ms
+    ).to_json()

@@ -19,6 +19,7 @@ from . import (
     _task_runtime,
     launch,
 )
+from ._protocol import Check, CheckRequest, CheckVerdict, JobConfig
 from ._task_runtime import TaskFailure
 from ._verdict import Verdict, reference_failed, trim
 
@@ -131,7 +132,7 @@ class Trials:
         a, b = _task_runtime.as_tensors(first), _task_runtime.as_tensors(second)
         if a is None or b is None or len(a) != len(b):
             return  # reported by the normal checks
-        if not _compare.compare(b, a, self.cfg["atol"], self.cfg["rtol"])[0]:
+        if not _compare.compare(b, a, self.cfg.atol, self.cfg.rtol)[0]:
             raise Verdict(
                 "rejected",
                 "two runs on the same inputs gave different outputs: the kernel reads "
@@ -157,20 +158,20 @@ class Trials:
         self.outputs_via["host"] = int(self.outputs_via["host"]) + 1
         return _exchange.write_outputs(self.exchange, outputs)
 
-    def draw(self, step: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    def draw(self, step: Check) -> tuple[list[Any], list[Any]]:
         """(pristine inputs, fingerprint) for a check, drawn once per worker and kept: every
         candidate for a task is checked on the same seeds. The candidate gets clones."""
         global _INPUTS
         if _INPUTS is None:
             _INPUTS = _task_runtime.BoundedCache(_task_runtime.cache_budget(self.device))
-        digest = self.cfg["task_digest"]
+        digest = self.cfg.task_digest
         if self.device.type == "cuda":
             _INPUTS.keep_group(digest)
-        distribution = step.get("distribution") or self.cfg.get("distribution", "normal")
-        key = _INPUTS.key(digest, step["sizes"], step["seed"], distribution, str(self.device))
+        distribution = step.distribution or self.cfg.distribution
+        key = _INPUTS.key(digest, step.sizes, step.seed, distribution, str(self.device))
         found = _INPUTS.get(key)
         if found is None:
-            drawn = self._draw(step["seed"], distribution)
+            drawn = self._draw(step.seed, distribution)
             found = (drawn, _compare.fingerprint(drawn))
             _INPUTS.put(key, found, group=digest)
         return found
@@ -192,18 +193,25 @@ class Trials:
         raise AssertionError("unreachable")
 
     def __init__(
-        self, task, model_new, device, cfg, exchange: int, ask: Ask, threads_at_load: int
+        self,
+        task,
+        model_new,
+        device,
+        cfg: JobConfig,
+        exchange: int,
+        ask: Ask,
+        threads_at_load: int,
     ) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
         self.exchange, self.ask = exchange, ask
         # On a GPU: ask for the slot's device buffer once per job (the reference worker may
         # have been restarted since the last one), and again when outputs outgrow it.
-        self.on_device = device.type == "cuda" and bool(cfg.get("device_exchange", True))
+        self.on_device = device.type == "cuda" and cfg.device_exchange
         self.buffer_asked = False
         # Trials whose outputs went each way (and why not on the device, if it was refused).
         self.outputs_via: dict[str, int | str] = {"device": 0, "host": 0}
-        self.checks = bool(cfg.get("runtime_checks", True))
-        self.allowed = _runtime_checks.allowed_aten(cfg.get("allowed_torch_ops") or ())
+        self.checks = cfg.runtime_checks
+        self.allowed = _runtime_checks.allowed_aten(cfg.allowed_torch_ops)
         self.first = True
         self.last_inputs: list[Any] | None = None
         self.threads_at_load = threads_at_load  # Python threads before the candidate loaded
@@ -218,7 +226,7 @@ class Trials:
     def run(
         self,
         index: int,
-        step: dict[str, Any],
+        step: Check,
         after_timing: bool = False,
         inplace: bool = False,
     ) -> list[Any]:
@@ -264,16 +272,17 @@ class Trials:
         except _exchange.ExchangeError as exc:
             raise Verdict("incorrect", str(exc)) from None
         t = self._add("exchange", t)
-        answer = self.ask({"type": "check", "index": index, "outputs": meta, "inputs": prints})
+        asked = CheckRequest(index=index, outputs=meta, inputs=prints)
+        verdict = CheckVerdict.parse(self.ask(asked.to_json()))
         self._add("verdicts", t)
-        if "reference_failed" in answer:
-            raise reference_failed(answer["reference_failed"])
-        if not answer.get("passed"):
-            message = str(answer.get("message", ""))
-            if step["stage"] == "reverify":
+        if verdict.reference_failed is not None:
+            raise reference_failed(verdict.reference_failed)
+        if not verdict.passed:
+            message = verdict.message
+            if step.stage == "reverify":
                 raise Verdict(
                     "rejected",
-                    f"a speedup above {self.cfg['reverify_speedup']}x was re-verified on fresh "
+                    f"a speedup above {self.cfg.reverify_speedup}x was re-verified on fresh "
                     "inputs, and failed: " + message,
                     flags=["failed_reverification"],
                 )
@@ -283,5 +292,5 @@ class Trials:
                     "correct before timing but not after it (on fresh inputs): " + message,
                     flags=["changed_after_timing"],
                 )
-            raise Verdict("incorrect", step.get("label", "") + message)
+            raise Verdict("incorrect", step.label + message)
         return inputs

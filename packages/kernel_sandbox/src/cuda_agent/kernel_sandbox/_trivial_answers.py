@@ -18,24 +18,23 @@ from typing import Any
 import torch
 
 from . import _compare, _reference, _task_runtime
+from ._protocol import TrivialAnswersRequest
 
 
-def trivial_answers(request: dict[str, Any], home: Path) -> dict[str, Any]:
+def trivial_answers(request: TrivialAnswersRequest, home: Path) -> dict[str, Any]:
     """``findings`` (each a ``code``, the ``output`` index and a ``message``) for the task in
-    ``request`` over the draws of ``request["seeds"]``; or ``reference_failed`` (a message)
+    ``request`` over the draws of ``request.seeds``; or ``reference_failed`` (a message)
     when the task itself fails."""
-    seeds: list[int] = request["seeds"]
+    seeds = list(request.seeds)
     prints, outputs = [], []
     for seed in seeds:
         try:
-            fingerprint, want = _reference._expected(
-                {**request, "seed": seed, "distribution": "normal"}, home
-            )
+            fingerprint, want = _reference._expected(request.draw(seed), home)
         except _task_runtime.TaskFailure as exc:
             return {"reference_failed": str(exc)}
         prints.append(fingerprint)
         outputs.append(want)
-    judge = _Judge(request["atol"], request["rtol"], request.get("dtype_tolerances"))
+    judge = _Judge(request.atol, request.rtol, request.dtype_tolerances)
     same_inputs = all(_compare.same_fingerprint(prints[0], p) for p in prints[1:])
     findings = [
         _finding(
@@ -45,7 +44,7 @@ def trivial_answers(request: dict[str, Any], home: Path) -> dict[str, Any]:
         )
         for index, (seed, _) in _first_non_finite(seeds, outputs).items()
     ]
-    if request.get("repeat", True):
+    if request.repeat:
         findings += _unrepeatable(request, home, seeds[0], outputs[0])
     for index in range(min(len(draw) for draw in outputs)):
         findings += judge.findings(index, [draw[index] for draw in outputs], seeds, same_inputs)
@@ -142,16 +141,14 @@ def _first_non_finite(
 
 
 def _unrepeatable(
-    request: dict[str, Any], home: Path, seed: int, first: list[torch.Tensor]
+    request: TrivialAnswersRequest, home: Path, seed: int, first: list[torch.Tensor]
 ) -> list[dict[str, Any]]:
     """``nondeterministic_output`` for each output that differs when the reference is built and
     run again on the same inputs (a stochastic operator: rand_like, dropout with training=True; the reference runs in
     eval mode):
     the model is rebuilt from its seed, and torch's generator reseeded after the inputs are drawn."""
     try:
-        again = _reference.forward_reseeded(
-            {**request, "seed": seed, "distribution": "normal"}, home, generator_seed=seed + 7_919
-        )
+        again = _reference.forward_reseeded(request.draw(seed), home, generator_seed=seed + 7_919)
     except _task_runtime.TaskFailure as exc:
         return [_finding("nondeterministic_output", 0, f"the second run failed: {exc}")]
     return [

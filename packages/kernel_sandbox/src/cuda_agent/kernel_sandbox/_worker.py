@@ -29,6 +29,7 @@ import resource
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -199,16 +200,24 @@ def main() -> None:
     torch.set_num_threads(threads)
     from ._device_exchange import provide as device_buffer
     from ._evaluate import prepare, run_job
+    from ._protocol import (
+        BaselineRequest,
+        DeviceBufferRequest,
+        Job,
+        PrepareRequest,
+        ReferenceCheck,
+        TrivialAnswersRequest,
+    )
     from ._reference import baseline as reference_baseline
     from ._reference import check as reference_check
     from ._trivial_answers import trivial_answers
 
-    # Jobs that run only task code (served by reference workers).
-    task_jobs = {
-        "reference": reference_check,
-        "baseline": reference_baseline,
-        "validate": trivial_answers,
-        "device_buffer": device_buffer,
+    # Jobs that run only task code (served by reference workers): (message, handler).
+    task_jobs: dict[str, tuple[Any, Callable[[Any, Path], dict[str, Any]]]] = {
+        "reference": (ReferenceCheck, reference_check),
+        "baseline": (BaselineRequest, reference_baseline),
+        "validate": (TrivialAnswersRequest, trivial_answers),
+        "device_buffer": (DeviceBufferRequest, device_buffer),
     }
 
     _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
@@ -244,8 +253,9 @@ def main() -> None:
         for line in inbox:
             job = json.loads(line)
             if job.get("kind") in task_jobs:
+                message, handler = task_jobs[job["kind"]]
                 try:
-                    answer = task_jobs[job["kind"]](job, home)
+                    answer = handler(message.from_json(job), home)
                 except Exception as exc:  # a harness bug: report it, keep serving
                     answer = {"reference_failed": f"{type(exc).__name__}: {exc}"}
                 _send(channel, {"type": "result", "result": answer, "retire": False})
@@ -254,7 +264,8 @@ def main() -> None:
             os.chdir(workdir)
             _redirect_output(workdir / "output.log")
             if job.get("kind") == "prepare":
-                _send(channel, {"type": "result", "result": prepare(job, workdir), "retire": False})
+                report = prepare(PrepareRequest.from_json(job), workdir).to_json()
+                _send(channel, {"type": "result", "result": report, "retire": False})
                 os.chdir(home)
                 shutil.rmtree(workdir, ignore_errors=True)
                 continue
@@ -266,7 +277,10 @@ def main() -> None:
 
             try:
                 result = run_job(
-                    job, workdir, lambda p: _send(channel, {"type": "phase", "phase": p}), ask
+                    Job.from_json(job),
+                    workdir,
+                    lambda p: _send(channel, {"type": "phase", "phase": p}),
+                    ask,
                 )
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}

@@ -23,13 +23,15 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import TracebackType
-from typing import Any
 
 from . import _exchange
-from ._jobs import BaselineCache, Broker, compose, plan_checks
+from ._baselines import BaselineCache
+from ._broker import Broker, compose
+from ._plan import plan_job
 from ._pool import Worker, WorkerDied
+from ._protocol import Job, PrepareReport, PrepareRequest
 from .candidates import Candidate, kernel_sources, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
@@ -128,23 +130,28 @@ class Sandbox:
                 return _with_wall_time(
                     _rejected(task, self.config.backend, findings), time.perf_counter() - started
                 )
-        job = self._job(task, source, sizes, distribution, measure_time)
+        job = plan_job(task, source, self.config, sizes, distribution, measure_time)
         if self._n_compilers and _needs_build(source):
             failed = self._prepare(job)
             if failed is not None:
                 return _with_wall_time(failed, time.perf_counter() - started)
         slot = self._idle.get()
         try:
-            job["exchange"] = slot.exchange
             cfg = self.config
+            baseline = None
             if measure_time and cfg.time_compile:
                 # Timed by the trusted reference worker (None if it could not be: then no
                 # compile time is reported).
-                job["config"]["compile_baseline"] = self._baselines.get(
-                    job, slot.reference, use_cache=cfg.cache_baselines
-                )
-            broker = Broker(job, slot.reference, slot.exchange)
-            raw = slot.candidate.run(job, on_check=broker)
+                baseline = self._baselines.get(job, slot.reference, use_cache=cfg.cache_baselines)
+            job = replace(
+                job,
+                exchange=slot.exchange,
+                config=replace(
+                    job.config, compile_baseline=baseline.to_json() if baseline else None
+                ),
+            )
+            broker = Broker(job, slot.reference)
+            raw = slot.candidate.run(job.to_json(), on_check=broker)
             extra = raw.get("extra")
             raw["extra"] = {
                 **(extra if isinstance(extra, dict) else {}),
@@ -175,17 +182,17 @@ class Sandbox:
                 f"distribution must be one of {INPUT_DISTRIBUTIONS}, not {distribution!r}"
             )
 
-    def _prepare(self, job: dict[str, Any]) -> EvalResult | None:
+    def _prepare(self, job: Job) -> EvalResult | None:
         """Build the candidate's extensions on a compile worker (the GPU job then finds them in
         the cache). A build that hangs past the load deadline ends the evaluation here, without
         taking a GPU; any other failure is left for the GPU job to report in full."""
-        key = hashlib.sha256(json.dumps(job["candidate"], sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps(job.candidate, sort_keys=True).encode()).hexdigest()
         if key in self._prepared:
             return None  # built before: its extensions are in the cache
         worker = self._compilers.get()
         try:
             built, failure = prepare_extensions(
-                worker, job["candidate"], job["task_name"], self.config.backend
+                worker, job.candidate, job.task_name, self.config.backend
             )
         finally:
             self._compilers.put(worker)
@@ -203,49 +210,6 @@ class Sandbox:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.evaluate, task, candidate)
 
-    def _job(
-        self,
-        task: Task,
-        candidate: str | dict[str, str],
-        sizes: Mapping[str, int] | None,
-        distribution: str,
-        measure_time: bool,
-    ) -> dict[str, Any]:
-        cfg = self.config
-        # CPU-sized variant first, then the caller's overrides (property checks).
-        base = {**(task.cpu_sizes if cfg.backend == "cpu" else {}), **(sizes or {})}
-        return {
-            "task": task.source,
-            "task_name": task.name,
-            "candidate": candidate,
-            "sizes": base,
-            "checks": plan_checks(task, cfg, base, bool(sizes), measure_time),
-            "config": {
-                "backend": cfg.backend,
-                "device": "cuda:0" if cfg.backend == "cuda" else "cpu",
-                "trials": cfg.trials,
-                "atol": cfg.atol,
-                "rtol": cfg.rtol,
-                "dtype_tolerances": {k: list(v) for k, v in cfg.dtype_tolerances.items()},
-                "seed": cfg.seed,
-                "warmup": cfg.warmup,
-                "repeats": cfg.repeats,
-                "timing_budget_s": cfg.timing_budget_s,
-                "timing_precision": cfg.timing_precision,
-                "time_compile": cfg.time_compile,
-                "require_custom_kernel": cfg.require_custom_kernel,
-                "runtime_checks": cfg.runtime_checks,
-                "allowed_torch_ops": list(cfg.allowed_torch_ops),
-                "reverify_speedup": cfg.reverify_speedup,
-                "device_exchange": cfg.device_exchange,
-                "max_output_tensor_bytes": cfg.max_output_tensor_bytes,
-                "task_digest": task.digest,
-                "distribution": distribution,
-                "measure_time": measure_time,
-            },
-        }
-
-    # --------------------------------------------------------------------------- lifecycle
     def warm_up(self) -> None:
         """Start every worker now, compile workers included (otherwise each starts on its
         first job, which then waits seconds for torch to import). Call it before submitting jobs."""
@@ -304,7 +268,7 @@ def prepare_extensions(
     """Build ``candidate``'s extensions on compile ``worker``: (built, the verdict when the
     build hung past the load deadline). Any other failure is left for the GPU job to report."""
     try:
-        answer = worker.run({"kind": "prepare", "candidate": candidate})
+        answer = PrepareReport.parse(worker.run(PrepareRequest(candidate).to_json()))
     except WorkerDied as death:
         if death.timed_out:
             return False, EvalResult(
@@ -314,7 +278,7 @@ def prepare_extensions(
                 backend=backend,
             )
         return False, None
-    return answer.get("outcome") == "built", None
+    return answer.outcome == "built", None
 
 
 def _needs_build(candidate: str | dict[str, str]) -> bool:

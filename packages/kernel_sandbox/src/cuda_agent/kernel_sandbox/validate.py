@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from ._jobs import TRIAL_SEED
+from ._plan import TRIAL_SEED
 from ._pool import Worker, WorkerDied
+from ._protocol import BaselineReport, BaselineRequest, TrivialAnswersRequest
 from .config import SandboxConfig
 from .tasks import Task
 
@@ -130,10 +131,10 @@ class TaskValidator:
         self.draws, self.timing = draws, timing
         self._worker = Worker(self.config, 0, "reference")
 
-    def job(self, task: Task) -> dict[str, Any]:
+    def job(self, task: Task) -> TrivialAnswersRequest:
         return _job(task, self.config, self.draws)
 
-    def run(self, task: Task, job: dict[str, Any]) -> TaskValidation:
+    def run(self, task: Task, job: TrivialAnswersRequest) -> TaskValidation:
         report = _validate(task, job, self.config, self._worker)
         if self.timing and not any(f.code == "reference_error" for f in report.findings):
             report = _time(report, job, self.config, self._worker)
@@ -152,28 +153,27 @@ class TaskValidator:
         self.close()
 
 
-def _job(task: Task, cfg: SandboxConfig, draws: int) -> dict[str, Any]:
-    # Sizes, seeds and device as a candidate's trials use them (Sandbox._job, _jobs.plan_checks).
+def _job(task: Task, cfg: SandboxConfig, draws: int) -> TrivialAnswersRequest:
+    # Sizes, seeds and device as a candidate's trials use them (_plan.plan_job).
     tolerances = cfg.tolerances()
-    return {
-        "kind": "validate",
-        "task": task.source,
-        "task_digest": task.digest,
-        "sizes": task.cpu_sizes if cfg.backend == "cpu" else {},
-        "seeds": [cfg.seed + TRIAL_SEED + k for k in range(draws)],
-        "model_seed": cfg.seed,
-        "device": "cuda:0" if cfg.backend == "cuda" else "cpu",
-        "atol": tolerances.atol,
-        "rtol": tolerances.rtol,
-        "dtype_tolerances": {k: list(v) for k, v in tolerances.per_dtype.items()},
-    }
+    return TrivialAnswersRequest(
+        task=task.source,
+        task_digest=task.digest,
+        sizes=task.cpu_sizes if cfg.backend == "cpu" else {},
+        model_seed=cfg.seed,
+        device="cuda:0" if cfg.backend == "cuda" else "cpu",
+        seeds=tuple(cfg.seed + TRIAL_SEED + k for k in range(draws)),
+        atol=tolerances.atol,
+        rtol=tolerances.rtol,
+        dtype_tolerances={k: list(v) for k, v in tolerances.per_dtype.items()},
+    )
 
 
 def _validate(
-    task: Task, job: dict[str, Any], cfg: SandboxConfig, worker: Worker
+    task: Task, job: TrivialAnswersRequest, cfg: SandboxConfig, worker: Worker
 ) -> TaskValidation:
     try:
-        findings = _read_findings(worker.run(job))
+        findings = _read_findings(worker.run(job.to_json()))
     except WorkerDied as death:
         reason = (
             f"the reference did not finish within {cfg.deadlines.load:g} s (Deadlines.load)"
@@ -185,38 +185,32 @@ def _validate(
         task=task.name,
         backend=cfg.backend,
         sizes=task.sizes_for(cfg.backend),
-        seeds=tuple(job["seeds"]),
-        atol=job["atol"],
-        rtol=job["rtol"],
+        seeds=job.seeds,
+        atol=job.atol,
+        rtol=job.rtol,
         findings=findings,
     )
 
 
 def _time(
-    report: TaskValidation, job: dict[str, Any], cfg: SandboxConfig, worker: Worker
+    report: TaskValidation, job: TrivialAnswersRequest, cfg: SandboxConfig, worker: Worker
 ) -> TaskValidation:
     """``report`` with the reference's eager and ``torch.compile`` times (the baseline job an
     evaluation runs), or with a ``compile_error`` finding when that failed."""
-    request = {
-        "kind": "baseline",
-        "task": job["task"],
-        "task_digest": job["task_digest"],
-        "sizes": job["sizes"],
-        "seed": job["seeds"][0],
-        "model_seed": job["model_seed"],
-        "device": job["device"],
-        "warmup": cfg.warmup,
-        "repeats": cfg.repeats,
-        "timing_budget_s": cfg.timing_budget_s,
-        "timing_precision": cfg.timing_precision,
-    }
+    request = BaselineRequest(
+        **vars(job.draw(job.seeds[0])),
+        warmup=cfg.warmup,
+        repeats=cfg.repeats,
+        timing_budget_s=cfg.timing_budget_s,
+        timing_precision=cfg.timing_precision,
+    )
     try:
-        answer = worker.run(request)
+        answer = worker.run(request.to_json())
     except WorkerDied as death:
         answer = {"error": "timed out" if death.timed_out else death.reason}
-    eager, compiled = answer.get("eager_ms"), answer.get("compile_ms")
-    if isinstance(eager, int | float) and isinstance(compiled, int | float):
-        return replace(report, eager_time_ms=float(eager), compile_time_ms=float(compiled))
+    baseline = BaselineReport.parse(answer)
+    if baseline is not None:
+        return replace(report, eager_time_ms=baseline.eager_ms, compile_time_ms=baseline.compile_ms)
     error = TaskFinding(
         "compile_error",
         f"timing the reference eager and under torch.compile failed: {answer.get('error')}",

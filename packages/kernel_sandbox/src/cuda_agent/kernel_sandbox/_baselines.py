@@ -1,0 +1,73 @@
+"""The ``torch.compile`` baselines (the parent): measured by a reference worker, kept in memory
+and on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping
+
+from ._compile import cache_dir
+from ._pool import Worker, WorkerDied
+from ._protocol import BaselineReport, BaselineRequest, Job
+
+
+class BaselineCache:
+    """``torch.compile`` baselines (with the eager time measured beside them) per task, sizes,
+    GPU model and torch version, in memory and as JSON files under
+    ``$CUDA_AGENT_CACHE/baselines``. Only the parent writes them, from a reference worker's
+    measurement, so no candidate can plant a slow baseline."""
+
+    def __init__(self) -> None:
+        self._memory: dict[str, BaselineReport] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(job: Job, identity: Mapping[str, str]) -> str:
+        text = json.dumps(
+            [job.config.task_digest, job.sizes, identity.get("device"), identity.get("torch")],
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def get(self, job: Job, reference: Worker, use_cache: bool = True) -> BaselineReport | None:
+        """The job's baseline: cached, or measured now by ``reference`` (None if that failed).
+        ``use_cache=False`` measures it afresh and keeps nothing."""
+        if not reference.alive():
+            reference.start()
+        key = self.key(job, reference.identity)
+        path = cache_dir("baselines") / f"{key}.json"
+        if use_cache:
+            with self._lock:
+                if key in self._memory:
+                    return self._memory[key]
+            with contextlib.suppress(OSError, ValueError):
+                found = BaselineReport.parse(json.loads(path.read_text()))
+                if found is not None:
+                    with self._lock:
+                        self._memory[key] = found.cached()
+                    return found.cached()
+        cfg = job.config
+        request = BaselineRequest(
+            **{**vars(job.draw(job.checks[0])), "distribution": "normal"},
+            warmup=cfg.warmup,
+            repeats=cfg.repeats,
+            timing_budget_s=cfg.timing_budget_s,
+            timing_precision=cfg.timing_precision,
+        )
+        try:
+            measured = BaselineReport.parse(reference.run(request.to_json()))
+        except WorkerDied:
+            return None
+        if measured is None or not use_cache:
+            return measured
+        staged = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with contextlib.suppress(OSError):
+            staged.write_text(json.dumps(measured.cached().to_json()))
+            os.replace(staged, path)
+        with self._lock:
+            self._memory[key] = measured.cached()
+        return measured.cached()
