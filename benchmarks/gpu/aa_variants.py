@@ -24,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-from cuda_agent.kernel_sandbox import _task_runtime, _timing, builtin_tasks
+from cuda_agent.kernel_sandbox import builtin_tasks
+from cuda_agent.kernel_sandbox._shared import task_runtime as _task_runtime
+from cuda_agent.kernel_sandbox._shared import timing as _timing
 
 _overlapped = _timing._cuda_timer
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cuda_agent.kernel_sandbox._compare import compare
+from cuda_agent.kernel_sandbox._shared.compare import compare
 
 EDGES = [1.0, 1.005, 2.5, 0.0, -0.0, 1e-3, -1.0, 1e30, float("nan"), float("inf"), float("-inf")]
 
@@ -58,7 +58,7 @@ def test_integer_outputs_are_compared_exactly_enough():
 def test_large_outputs_are_compared_in_chunks_with_the_same_verdict(monkeypatch):
     # Outputs of gigabytes are compared a chunk at a time (bounded temporaries): counts,
     # worst errors, the first failing index and the fingerprint do not depend on the chunking.
-    from cuda_agent.kernel_sandbox import _compare
+    from cuda_agent.kernel_sandbox._shared import compare as _compare
 
     torch.manual_seed(0)
     want = torch.randn(6, 7, 5)

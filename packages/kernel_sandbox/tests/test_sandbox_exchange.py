@@ -8,7 +8,12 @@ import os
 import pytest
 import torch
 
-from cuda_agent.kernel_sandbox._exchange import ExchangeError, create, read_outputs, write_outputs
+from cuda_agent.kernel_sandbox._shared.exchange import (
+    ExchangeError,
+    create,
+    read_outputs,
+    write_outputs,
+)
 
 
 @pytest.fixture

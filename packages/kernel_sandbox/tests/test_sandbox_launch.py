@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuda_agent.kernel_sandbox._signature import parse_signature
+from cuda_agent.kernel_sandbox._shared.signature import parse_signature
 from cuda_agent.kernel_sandbox.errors import CandidateError, CompileError
 from cuda_agent.kernel_sandbox.launch import cpu_kernel, launch_count
 
@@ -81,7 +81,7 @@ def test_tensor_dtype_must_match_the_declared_pointer_type():
 def _nvrtc_or_skip():
     """NVRTC is a CPU library: these run wherever CuPy and libnvrtc are installed, GPU or not."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    from cuda_agent.kernel_sandbox import _compile
+    from cuda_agent.kernel_sandbox._shared import compile as _compile
 
     try:
         _compile._nvrtc()
@@ -112,7 +112,7 @@ def test_nvrtc_errors_name_the_line_not_the_harness(tmp_path, monkeypatch):
 
 
 def test_compile_workers_read_the_pool_architecture(monkeypatch):
-    from cuda_agent.kernel_sandbox import _compile
+    from cuda_agent.kernel_sandbox._shared import compile as _compile
 
     if torch.cuda.is_available():
         pytest.skip("a visible GPU decides the architecture")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, task_from_source
-from cuda_agent.kernel_sandbox._task_runtime import BoundedCache, cache_budget
+from cuda_agent.kernel_sandbox._shared.task_runtime import BoundedCache, cache_budget
 
 
 def _tensor(nbytes: int) -> torch.Tensor:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task, builtin_tasks
-from cuda_agent.kernel_sandbox._protocol import Check, required_checks
+from cuda_agent.kernel_sandbox._shared.protocol import Check, required_checks
 
 KERNEL = '''
 import torch
@@ -190,7 +190,7 @@ def test_compute_outside_the_launched_kernels_is_rejected(unchecked, relu):
 def test_copies_do_not_dilute_a_decoys_time_outside_its_kernels(unchecked, relu):
     # Copies are allowed operators, and a copy that waits for the device is CPU time: a decoy
     # padding its forward with them must not fall under the share.
-    from cuda_agent.kernel_sandbox._decoys import HostSplit, host_verdict
+    from cuda_agent.kernel_sandbox._candidate.decoys import HostSplit, host_verdict
 
     padded = HostSplit(total=40e-3, kernels=1e-5, ops=25e-3, calls=4)  # 15 ms of NumPy
     assert "outside its kernels" in host_verdict([padded])[1]
@@ -211,7 +211,7 @@ def test_copies_do_not_dilute_a_decoys_time_outside_its_kernels(unchecked, relu)
 
 
 def test_kernel_names_are_read_from_demangled_profiler_names():
-    from cuda_agent.kernel_sandbox._decoys import base_name, classify
+    from cuda_agent.kernel_sandbox._candidate.decoys import base_name, classify
 
     assert base_name("void relu_kernel<float, 4>(float const*, float*, long)") == "relu_kernel"
     assert base_name("relu_kernel") == "relu_kernel"
@@ -227,7 +227,7 @@ def test_kernel_names_are_read_from_demangled_profiler_names():
 
 
 def test_device_verdict_judges_foreign_time_and_allowed_libraries():
-    from cuda_agent.kernel_sandbox._decoys import device_verdict
+    from cuda_agent.kernel_sandbox._candidate.decoys import device_verdict
 
     mostly_own = {"own": 0.9, "torch": 0.05, "library": 0.0, "foreign": 0.05, "other_kernels": []}
     assert device_verdict(mostly_own, library_allowed=False) == ""
@@ -243,7 +243,7 @@ def test_device_verdict_judges_foreign_time_and_allowed_libraries():
 def test_an_honest_small_kernel_on_a_loaded_machine_is_not_called_a_decoy():
     # The splits measured: an honest relu on the loaded CI machine (0.15 ms outside its
     # kernels) and NumPy's relu decoy; on the CPU backend the kernels' time is their work.
-    from cuda_agent.kernel_sandbox._decoys import HostSplit, host_verdict
+    from cuda_agent.kernel_sandbox._candidate.decoys import HostSplit, host_verdict
 
     honest = HostSplit(total=265e-6, kernels=58e-6, ops=57e-6, calls=2)
     assert honest.outside > 140e-6

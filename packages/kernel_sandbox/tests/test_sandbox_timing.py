@@ -6,7 +6,11 @@ import torch
 
 
 def test_timing_stops_once_every_median_is_precise_and_not_before_twenty_rounds():
-    from cuda_agent.kernel_sandbox._timing import MIN_ROUNDS, precise_enough, time_interleaved
+    from cuda_agent.kernel_sandbox._shared.timing import (
+        MIN_ROUNDS,
+        precise_enough,
+        time_interleaved,
+    )
 
     steady = [[1.0 + 0.001 * (i % 3) for i in range(20)]] * 2
     noisy = [[1.0 + 0.3 * (i % 3) for i in range(20)], steady[0]]

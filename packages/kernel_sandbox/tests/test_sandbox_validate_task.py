@@ -20,7 +20,7 @@ from cuda_agent.kernel_sandbox import (
     validate_task,
     validate_tasks,
 )
-from cuda_agent.kernel_sandbox._trivial_answers import _Judge
+from cuda_agent.kernel_sandbox._reference.trivial_answers import _Judge
 
 TEMPLATE = """
 import torch

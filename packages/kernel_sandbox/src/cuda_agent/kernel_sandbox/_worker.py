@@ -5,27 +5,25 @@ stdout aside before pointing descriptor 0 at /dev/null and 1 and 2 at a per-job 
 anything the candidate prints (or reads) cannot corrupt the protocol.
 
 The same program serves both kinds of worker. A *candidate* job (``kind`` absent) loads and
-runs candidate code (``_evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
-only task code and judges one trial's outputs (``_reference.check``), a *baseline* job
-times the eager and ``torch.compile`` reference (``_reference.baseline``), and a *validate* job
-looks for answers that compute nothing yet pass (``_trivial_answers``). A *prepare* job
+runs candidate code (``_candidate.evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
+only task code and judges one trial's outputs (``_reference.jobs.check``), a *baseline* job
+times the eager and ``torch.compile`` reference (``_reference.jobs.baseline``), and a *validate* job
+looks for answers that compute nothing yet pass (``_reference.trivial_answers``). A *prepare* job
 (``kind: "prepare"``, in a compile worker with no GPU) imports a candidate only to build its
-extensions into the shared cache (``_evaluate.prepare``).
+extensions into the shared cache (``_candidate.evaluate.prepare``).
 
 Messages we send: ``{"type": "ready"}``; ``{"type": "phase", "phase": ...}`` when a phase
 with its own deadline starts; ``{"type": "check", "index": i, "outputs": [...], "inputs":
 [...]}`` after a trial, and ``{"type": "buffer", "bytes": n}`` before outputs are written to
-the slot's device buffer (``_device_exchange``); the parent answers each with one
+the slot's device buffer (``_shared.device_exchange``); the parent answers each with one
 ``{"type": "checked", ...}`` line; and ``{"type": "result", "result": {...}}``. A
 *device_buffer* job (reference workers) provides that buffer.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -33,40 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-
-def _limit_resources(max_output_bytes: int) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (max_output_bytes, max_output_bytes))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))
-
-
-def _limit_memory(max_memory_bytes: int) -> None:
-    """Cap the address space at what is mapped now (torch and its libraries, which in CUDA
-    builds reserve many GB of virtual space) plus ``max_memory_bytes``: a runaway host
-    allocation by the candidate fails instead of taking the machine down."""
-    if max_memory_bytes <= 0:
-        return
-    mapped = 0
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                mapped = int(line.split()[1]) * 1024
-    limit = mapped + max_memory_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def _isolate_network() -> bool:
-    """Move this process into a fresh network namespace (no interfaces but a down loopback),
-    so candidate code cannot reach any network. Needs root or user namespaces; returns
-    whether it worked (the sandbox runs on either way, and reports it)."""
-    clone_newnet = 0x40000000
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(clone_newnet) == 0
-    except (OSError, AttributeError):
-        return False
+from ._confinement import limits
 
 
 def _send(channel: TextIO, message: dict[str, Any]) -> None:
@@ -110,7 +75,7 @@ def _release_gpu_memory() -> None:
     import torch
 
     if torch.cuda.is_initialized():
-        from ._task_runtime import release_gpu_memory
+        from ._shared.task_runtime import release_gpu_memory
 
         release_gpu_memory()
 
@@ -130,7 +95,7 @@ def _warm_cuda(runs_candidates: bool) -> int:
     pinned (0: it works unpinned). A failure here only leaves the costs to the first job."""
     import torch
 
-    from . import _exchange
+    from ._shared import exchange as _exchange
 
     pinned = 0
     try:
@@ -158,8 +123,8 @@ def _warm_checks(device: str) -> None:
     ``torch._dynamo`` (about 1 s here, several on some hosts): pay it at start, not in a job."""
     import torch
 
-    from ._runtime_checks import OpRecorder
-    from ._trials import poisoned_allocations
+    from ._candidate.runtime_checks import OpRecorder
+    from ._candidate.trials import poisoned_allocations
 
     try:
         x = torch.ones(8, device=device)
@@ -181,26 +146,29 @@ def main() -> None:
     # torch.compile's inductor builds in a pool of one process per CPU by default: with one
     # worker per pair of CPUs that is CPUs^2 / 2 compilers at once. Give it the worker's share.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(threads))
-    isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and _isolate_network()
+    isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and limits.isolate_network()
     # Candidate and compile workers run candidate code; the reference worker runs only trusted
     # task code (and torch.compile, whose precompiled headers exceed the output cap), so none
     # of the confinement below applies there.
     runs_candidates = os.environ.get("CUDA_AGENT_ROLE") != "reference"
     if runs_candidates:
-        _limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
+        limits.limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
 
     import torch
 
-    from . import _seccomp
+    from ._confinement import seccomp as _seccomp
 
     # No signals to other processes, no tracing or reading of their memory.
     signals_confined = False
     if runs_candidates:
         signals_confined = _seccomp.install()
     torch.set_num_threads(threads)
-    from ._device_exchange import provide as device_buffer
-    from ._evaluate import prepare, run_job
-    from ._protocol import (
+    from ._candidate.evaluate import prepare, run_job
+    from ._reference.jobs import baseline as reference_baseline
+    from ._reference.jobs import check as reference_check
+    from ._reference.trivial_answers import trivial_answers
+    from ._shared.device_exchange import provide as device_buffer
+    from ._shared.protocol import (
         BaselineRequest,
         DeviceBufferRequest,
         Job,
@@ -208,9 +176,6 @@ def main() -> None:
         ReferenceCheck,
         TrivialAnswersRequest,
     )
-    from ._reference import baseline as reference_baseline
-    from ._reference import check as reference_check
-    from ._trivial_answers import trivial_answers
 
     # Jobs that run only task code (served by reference workers): (message, handler).
     task_jobs: dict[str, tuple[Any, Callable[[Any, Path], dict[str, Any]]]] = {
@@ -220,7 +185,7 @@ def main() -> None:
         "device_buffer": (DeviceBufferRequest, device_buffer),
     }
 
-    _limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
+    limits.limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
 
     identity = {"torch": torch.__version__, "device": "cpu"}
     pinned = 0
@@ -232,8 +197,8 @@ def main() -> None:
     # Files: candidate code may write only in this worker's home and the shared caches.
     confined = False
     if runs_candidates:
-        from . import _landlock
-        from ._compile import cache_root
+        from ._confinement import landlock as _landlock
+        from ._shared.compile import cache_root
 
         os.environ["TMPDIR"] = str(home)
         tempfile.tempdir = str(home)

@@ -38,8 +38,8 @@ from typing import Any
 
 import torch
 
-from ._compile import DEFAULT_C_FLAGS, compile_cubin, compile_shared_library, cuda_arch
-from ._signature import Param, parse_signature
+from ._shared.compile import DEFAULT_C_FLAGS, compile_cubin, compile_shared_library, cuda_arch
+from ._shared.signature import Param, parse_signature
 from .errors import CandidateError, CompileError
 
 __all__ = ["CpuKernel", "CudaKernel", "cpu_kernel", "cuda_kernel", "launch_count"]
@@ -246,7 +246,7 @@ def _driver_error(lib: Any, code: int) -> str:
 class CudaKernel:
     """A raw CUDA kernel compiled by NVRTC (see ``cuda_kernel``).
 
-    The cubin is cached by content (``_compile.compile_cubin``) and loaded with the driver's
+    The cubin is cached by content (``_shared.compile.compile_cubin``) and loaded with the driver's
     ``cuModuleLoadData``; launches go straight to ``cuLaunchKernel`` through ctypes with a
     preallocated argument block, since CuPy's own launch path costs tens of microseconds, more
     than many kernels run. (Not thread-safe: one launcher, one thread.) On a compile worker

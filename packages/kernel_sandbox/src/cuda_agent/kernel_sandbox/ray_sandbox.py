@@ -145,7 +145,7 @@ class CompileActor:
     """Builds candidates' extensions for ``cuda_arch`` into the shared cache, with no GPU."""
 
     def __init__(self, config: SandboxConfig, index: int, cuda_arch: str) -> None:
-        from ._pool import Worker
+        from ._parent.pool import Worker
 
         self.worker = Worker(config, index, "compile", cuda_arch=cuda_arch)
         self.backend = config.backend

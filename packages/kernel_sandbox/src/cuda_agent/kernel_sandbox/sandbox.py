@@ -26,12 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from types import TracebackType
 
-from . import _exchange
-from ._baselines import BaselineCache
-from ._broker import Broker, compose
-from ._plan import plan_job
-from ._pool import Worker, WorkerDied
-from ._protocol import Job, PrepareReport, PrepareRequest
+from ._parent.baselines import BaselineCache
+from ._parent.broker import Broker, compose
+from ._parent.plan import plan_job
+from ._parent.pool import Worker, WorkerDied
+from ._shared import exchange as _exchange
+from ._shared.protocol import Job, PrepareReport, PrepareRequest
 from .candidates import Candidate, kernel_sources, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status

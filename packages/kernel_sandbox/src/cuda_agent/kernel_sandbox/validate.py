@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from ._plan import TRIAL_SEED
-from ._pool import Worker, WorkerDied
-from ._protocol import BaselineReport, BaselineRequest, TrivialAnswersRequest
+from ._parent.plan import TRIAL_SEED
+from ._parent.pool import Worker, WorkerDied
+from ._shared.protocol import BaselineReport, BaselineRequest, TrivialAnswersRequest
 from .config import SandboxConfig
 from .tasks import Task
 

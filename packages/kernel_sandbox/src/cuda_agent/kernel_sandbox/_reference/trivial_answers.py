@@ -2,9 +2,9 @@
 
 A task whose expected output is zero, constant, or the same whatever the inputs rewards a
 candidate that returns zeros, a constant or a hard-coded tensor. Each check here asks the
-sandbox's own comparison (``_compare.compare``, at the job's tolerances) whether such an answer
+sandbox's own comparison (``_shared.compare.compare``, at the job's tolerances) whether such an answer
 passes on every draw of the inputs, with the expected outputs computed exactly as the
-reference worker computes them for a candidate's trials (``_reference._expected``). A task whose
+reference worker computes them for a candidate's trials (``_reference.jobs._expected``). A task whose
 outputs hold NaN or Inf, or differ when it is built and run twice on the same inputs, cannot be
 judged fairly either; those are findings too.
 """
@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
-from . import _compare, _reference, _task_runtime
-from ._protocol import TrivialAnswersRequest
+from .._shared import compare as _compare
+from .._shared import task_runtime as _task_runtime
+from .._shared.protocol import TrivialAnswersRequest
+from . import jobs as _reference
 
 
 def trivial_answers(request: TrivialAnswersRequest, home: Path) -> dict[str, Any]:

@@ -10,9 +10,9 @@ import os
 import threading
 from collections.abc import Mapping
 
-from ._compile import cache_dir
-from ._pool import Worker, WorkerDied
-from ._protocol import BaselineReport, BaselineRequest, Job
+from .._shared.compile import cache_dir
+from .._shared.protocol import BaselineReport, BaselineRequest, Job
+from .pool import Worker, WorkerDied
 
 
 class BaselineCache:

@@ -59,7 +59,7 @@ def required_checks(checks: Sequence[Check], report: dict[str, Any], bound: floa
 # ----------------------------------------------------------------------------------- the job
 @dataclass(frozen=True)
 class Check:
-    """One check of the parent's plan (``_plan.plan_checks``): inputs drawn from ``seed`` at
+    """One check of the parent's plan (``_parent.plan.plan_checks``): inputs drawn from ``seed`` at
     ``sizes``, from ``distribution`` (None: the job's), judged by the reference worker;
     ``label`` starts the message of a failure."""
 
@@ -253,7 +253,7 @@ class BaselineRequest(Draw):
 @dataclass(frozen=True)
 class TrivialAnswersRequest:
     """``validate_task``'s job: which answers that compute nothing would pass the task's checks
-    over the draws of ``seeds`` (``_trivial_answers``); ``repeat``: also run the task twice on
+    over the draws of ``seeds`` (``_reference.trivial_answers``); ``repeat``: also run the task twice on
     the same inputs."""
 
     task: str
@@ -289,7 +289,7 @@ class TrivialAnswersRequest:
 
 @dataclass(frozen=True)
 class DeviceBufferRequest:
-    """The slot's device buffer (``_device_exchange``), at least ``bytes`` long, at most
+    """The slot's device buffer (``_shared.device_exchange``), at least ``bytes`` long, at most
     ``limit`` bytes."""
 
     bytes: Any  # as the candidate worker asked: checked by the reference worker

@@ -1,6 +1,6 @@
 """Comparing candidate outputs with expected ones, and fingerprinting inputs.
 
-Runs in the reference worker (``_reference.py``), which never runs candidate code; the
+Runs in the reference worker (``_reference/jobs.py``), which never runs candidate code; the
 candidate worker only uses ``fingerprint`` to prove it drew the same inputs.
 """
 

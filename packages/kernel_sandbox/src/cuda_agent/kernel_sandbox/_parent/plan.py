@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._protocol import Check, Job, JobConfig
-from .config import SandboxConfig
-from .tasks import Task
+from .._shared.protocol import Check, Job, JobConfig
+from ..config import SandboxConfig
+from ..tasks import Task
 
 # Seeds of each stage's inputs, offset from ``SandboxConfig.seed``.
 TRIAL_SEED, INPLACE_SEED, DISTRIBUTION_SEED = 1000, 2000, 3000
@@ -73,7 +73,7 @@ def plan_checks(
     where tolerances allow) and ``inplace``: the same input tensors overwritten with new
     values (catches results cached by tensor identity). ``config``: one per declared input
     configuration. ``reverify``: fresh draws, run only when the measured speedup exceeds
-    ``reverify_speedup`` (``_protocol.needs_reverify``). ``after``: fresh inputs after timing
+    ``reverify_speedup`` (``_shared.protocol.needs_reverify``). ``after``: fresh inputs after timing
     (catches warm-up detection).
     """
     seed, sizes = config.seed, dict(base_sizes)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import CompileError
+from ..errors import CompileError
 
 DEFAULT_C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
 _MAX_LOG_LINES = 25

@@ -175,8 +175,8 @@ def read_outputs(fd: int, meta: Any, device: torch.device) -> list[torch.Tensor]
 
 def _read_device(meta: list[Any], device: torch.device) -> list[torch.Tensor]:
     """Views of the reference worker's device buffer, where the candidate wrote its outputs
-    (``_device_exchange``); validated like the host path's descriptions."""
-    from . import _device_exchange
+    (``_shared.device_exchange``); validated like the host path's descriptions."""
+    from . import device_exchange as _device_exchange
 
     tokens = {m.get("token") for m in meta}
     try:

@@ -22,7 +22,7 @@ installs these hooks before importing a candidate:
   builds an extension but computes with PyTorch is still caught by the no-custom-kernel check.
   The CPU time inside those calls is summed (``launch.kernel_seconds``), and the identifiers of
   the sources are kept as the names the candidate's own kernels may have
-  (``launch.kernel_names``): the decoy checks (``_decoys``) compare both with what ran.
+  (``launch.kernel_names``): the decoy checks (``_candidate.decoys``) compare both with what ran.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import launch
-from ._compile import cache_dir, trim_compiler_log
-from .errors import CompileError
+from .. import launch
+from .._shared.compile import cache_dir, trim_compiler_log
+from ..errors import CompileError
 
 
 class _CountingExtension:

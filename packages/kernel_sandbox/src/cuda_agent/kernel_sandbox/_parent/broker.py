@@ -1,7 +1,7 @@
 """Brokering one evaluation (the parent): each check's verdict asked of the reference worker
 and recorded, and the final ``EvalResult`` composed from that record.
 
-The parent decides which checks a candidate must pass (``_plan``) and records every verdict the
+The parent decides which checks a candidate must pass (``_parent.plan``) and records every verdict the
 reference worker gives. The candidate worker's own report is believed only for what it alone
 can know (build time, timings, its own errors): its trials, and whether it passed them, come
 from the parent's record.
@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._pool import Worker, WorkerDied
-from ._protocol import CheckRequest, CheckVerdict, DeviceBufferRequest, Job, ReferenceCheck
-from .result import EvalResult, TrialOutcome
-from .tasks import Task
+from .._shared.protocol import CheckRequest, CheckVerdict, DeviceBufferRequest, Job, ReferenceCheck
+from ..result import EvalResult, TrialOutcome
+from ..tasks import Task
+from .pool import Worker, WorkerDied
 
 # The fields of a candidate worker's report that the result takes as they are.
 _REPORTED = (
@@ -73,7 +73,7 @@ class Broker:
         return verdict.to_json()
 
     def _device_buffer(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A candidate worker's request for the slot's device buffer (``_device_exchange``):
+        """A candidate worker's request for the slot's device buffer (``_shared.device_exchange``):
         the reference worker's answer, or an error (the outputs then take the host path)."""
         request = DeviceBufferRequest(
             bytes=message.get("bytes"), limit=self.job.config.max_output_tensor_bytes

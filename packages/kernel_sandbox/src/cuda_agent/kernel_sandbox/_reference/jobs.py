@@ -18,9 +18,11 @@ from typing import Any
 
 import torch
 
-from . import _compare, _exchange, _task_runtime
-from ._protocol import BaselineReport, BaselineRequest, CheckVerdict, Draw, ReferenceCheck
-from ._timing import time_interleaved
+from .._shared import compare as _compare
+from .._shared import exchange as _exchange
+from .._shared import task_runtime as _task_runtime
+from .._shared.protocol import BaselineReport, BaselineRequest, CheckVerdict, Draw, ReferenceCheck
+from .._shared.timing import time_interleaved
 
 _MODELS: OrderedDict[str, tuple[types.ModuleType, torch.nn.Module]] = OrderedDict()
 _MAX_MODELS = 4

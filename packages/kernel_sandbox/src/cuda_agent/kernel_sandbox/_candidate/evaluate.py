@@ -17,14 +17,18 @@ from typing import Any
 
 import torch
 
-from . import _decoys, _extension_hooks, _runtime_checks, _task_runtime, launch
-from ._protocol import Check, Job, JobConfig, PrepareReport, PrepareRequest
-from ._task_runtime import TaskFailure
-from ._timing import time_interleaved
-from ._trials import Ask, Trials
-from ._verdict import Verdict, reference_failed, trim
-from .candidates import kernel_sources
-from .errors import CompileError
+from .. import launch
+from .._shared import task_runtime as _task_runtime
+from .._shared.protocol import Check, Job, JobConfig, PrepareReport, PrepareRequest
+from .._shared.task_runtime import TaskFailure
+from .._shared.timing import time_interleaved
+from ..candidates import kernel_sources
+from ..errors import CompileError
+from . import decoys as _decoys
+from . import extension_hooks as _extension_hooks
+from . import runtime_checks as _runtime_checks
+from .trials import Ask, Trials
+from .verdict import Verdict, reference_failed, trim
 
 Phase = Callable[[str], None]
 
@@ -32,7 +36,7 @@ Phase = Callable[[str], None]
 def run_job(job: Job, workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, Any]:
     """Evaluate ``job.candidate`` against ``job.task``; return EvalResult fields.
 
-    ``job.checks`` is the parent's plan (``_plan.plan_checks``): for each check a stage
+    ``job.checks`` is the parent's plan (``_parent.plan.plan_checks``): for each check a stage
     (``trial``, ``inplace``, ``config``, ``reverify`` or ``after`` timing), a seed and the
     sizes. Their verdicts are recorded by the parent, not here.
     """
@@ -232,7 +236,7 @@ def _check_config(task, candidate, trial: Trials, index: int, step: Check) -> No
 
 
 def _judge_decoys(trial: Trials, model_new, inputs, cfg: JobConfig, extra: dict[str, Any]) -> None:
-    """A kernel launched for show while the answer is computed elsewhere (``_decoys``): on a
+    """A kernel launched for show while the answer is computed elsewhere (``_candidate.decoys``): on a
     GPU, by kernels that are not its own; on either backend, on the host."""
     if trial.device.type == "cuda":
         shares = _decoys.device_time_shares(

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ._compile import cache_root
-from .config import SandboxConfig
+from .._shared.compile import cache_root
+from ..config import SandboxConfig
 
 
 class WorkerDied(Exception):

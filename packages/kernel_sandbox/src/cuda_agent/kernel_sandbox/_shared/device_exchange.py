@@ -1,4 +1,4 @@
-"""Trial outputs that stay on the GPU: the device half of the exchange (``_exchange`` is the
+"""Trial outputs that stay on the GPU: the device half of the exchange (``_shared.exchange`` is the
 host half).
 
 Both workers of a slot use the same GPU. The reference worker (trusted) owns one device
@@ -8,7 +8,7 @@ sends only their description, as on the host path; the reference worker compares
 they lie. A 6.4 GB output then costs milliseconds instead of two trips through host memory
 (seconds each). The candidate's process maps only this buffer, which never holds anything but
 its own outputs: the expected outputs stay in the reference worker's own memory, and the
-comparison only reads the buffer (``_compare`` writes into none of its arguments).
+comparison only reads the buffer (``_shared.compare`` writes into none of its arguments).
 
 The buffer grows on request (``provide``: the candidate asks for the bytes its outputs take
 before writing, through the parent, up to ``SandboxConfig.max_output_tensor_bytes``) and is
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from ._protocol import DeviceBufferRequest
+from .protocol import DeviceBufferRequest
 
 ALIGN = 64
 _GRANULE = 64 << 20  # buffers are sized in steps of this many bytes
@@ -203,7 +203,7 @@ def capacity() -> int:
 
 
 def write(outputs: list[torch.Tensor], meta: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copy ``outputs`` (described by ``meta``, as ``_exchange.describe`` lays them out) into
+    """Copy ``outputs`` (described by ``meta``, as ``_shared.exchange.describe`` lays them out) into
     the open buffer; returns ``meta`` marked as lying there."""
     view = _opened["view"]
     for out, m in zip(outputs, meta, strict=True):

@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 
-from .launch import IDENTIFIER
+from ..launch import IDENTIFIER
 
 OUTSIDE_FLOOR_S = 150e-6
 OUTSIDE_SHARE = 0.5

@@ -10,18 +10,16 @@ from typing import Any
 
 import torch
 
-from . import (
-    _compare,
-    _decoys,
-    _device_exchange,
-    _exchange,
-    _runtime_checks,
-    _task_runtime,
-    launch,
-)
-from ._protocol import Check, CheckRequest, CheckVerdict, JobConfig
-from ._task_runtime import TaskFailure
-from ._verdict import Verdict, reference_failed, trim
+from .. import launch
+from .._shared import compare as _compare
+from .._shared import device_exchange as _device_exchange
+from .._shared import exchange as _exchange
+from .._shared import task_runtime as _task_runtime
+from .._shared.protocol import Check, CheckRequest, CheckVerdict, JobConfig
+from .._shared.task_runtime import TaskFailure
+from . import decoys as _decoys
+from . import runtime_checks as _runtime_checks
+from .verdict import Verdict, reference_failed, trim
 
 # A message to the parent ("check": a trial's outputs to judge; "buffer": the device buffer
 # to write them to) -> the parent's answer.

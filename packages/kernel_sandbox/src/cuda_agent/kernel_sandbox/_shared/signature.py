@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import CandidateError
+from ..errors import CandidateError
 
 # C scalar spellings -> (struct-like code used by the launchers, size in bytes).
 _SCALARS: dict[str, str] = {
