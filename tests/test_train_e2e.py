@@ -172,6 +172,8 @@ def test_train_runs_every_stage_and_writes_outputs(
         "mean_response_tokens",
         "turns_per_episode",
         "tokens_per_s",
+        "decode_new_shapes",  # where sampling time goes on the GPU (compiling new shapes)
+        "decode_first_step_seconds",
     ):
         assert all(key in r for r in rl), key
     rft = [r for r in records if r["stage"] == "rft"]

@@ -134,6 +134,12 @@ def test_batches_padded_to_a_bucket_decode_the_same_and_share_a_cache(
         for a, b in zip(_flat(got), _flat(want), strict=True):
             assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-5)
         assert bucketed._decoder._cache_shape == (8, 256)
+    # What the run's step records report (decode_*): one shape for the bucketed decoder, two
+    # for the plain one (3 rows, then 6), and every call's first step timed.
+    stats = bucketed.decode_stats()
+    assert (stats["calls"], stats["new_shapes"]) == (2, 1)
+    assert plain.decode_stats()["new_shapes"] == 2
+    assert stats["first_step_seconds"] >= stats["new_shape_seconds"] > 0
 
 
 def test_the_mask_covers_only_the_cache_slots_written_so_far(

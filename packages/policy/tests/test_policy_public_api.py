@@ -29,6 +29,7 @@ ALL = [
 # name -> parameter names (None: a property).
 POLICY_MEMBERS: dict[str, list[str] | None] = {
     "chat_prompt_ids": ["self", "messages"],
+    "decode_stats": ["self"],
     "eval": ["self"],
     "export_merged": ["self", "path"],
     "from_model": ["model", "tokenizer", "config"],

@@ -14,7 +14,7 @@ from cuda_agent.agent import collate
 
 from ..context import Run
 from ..update import update
-from .rollouts import collect, episode_stats, pick_tasks, throughput
+from .rollouts import collect, decode_delta, episode_stats, pick_tasks, throughput
 
 
 def run(ctx: Run, stage: str) -> None:
@@ -32,8 +32,10 @@ def run(ctx: Run, stage: str) -> None:
         started = time.perf_counter()
         tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
+        decoding = ctx.policy.decode_stats()
         rollouts = collect(ctx, tasks, config.group_size, turns, seed)
         rollout_s = time.perf_counter() - started
+        decoding = decode_delta(decoding, ctx.policy.decode_stats())
         batch = collate(rollouts.episodes)
         record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
         if len(batch):
@@ -51,6 +53,7 @@ def run(ctx: Run, stage: str) -> None:
             )
         seconds = time.perf_counter() - started
         record.update(throughput(rollouts, seconds), rollout_s=rollout_s, seconds=seconds)
+        record.update(decoding)
         ctx.commit_step(stage, record, step)
         ctx.log(
             f"{stage} step {step + 1}/{steps}: mean reward {record['mean_reward']:.3f}, "

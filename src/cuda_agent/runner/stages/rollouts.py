@@ -81,3 +81,11 @@ def throughput(batch: RolloutBatch, seconds: float) -> dict[str, float]:
         "sampling_s": batch.seconds.get("sampling", 0.0),
         "evaluation_s": batch.seconds.get("evaluation", 0.0),
     }
+
+
+def decode_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What the policy's decoder did between two ``Policy.decode_stats`` readings, as a step
+    record's ``decode_*`` fields: calls, new shapes, and the seconds of new shapes' first
+    steps and of every call's first step (on CUDA, compiling and recording the decoding step
+    is most of those). Rollouts on Ray actors decode elsewhere: zeros here."""
+    return {f"decode_{k}": after[k] - before.get(k, 0) for k in after}

@@ -27,6 +27,7 @@ The sampler's log-prob of each token is logp[token], the same quantity that
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +103,13 @@ class StaticDecoder:
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._compiled = compile
         self._adapters = AdapterCast(hf_model)
+        # What new shapes cost (`stats`): each one allocates a cache and, on CUDA, compiles and
+        # records the step again; its first step's wall time is mostly that. Every call's first
+        # step is timed too: a recompile for another reason (a new sampling setting) shows there.
+        self.calls = 0
+        self.new_shapes = 0
+        self.new_shape_seconds = 0.0
+        self.first_step_seconds = 0.0
         step = self._step
         if compile:
             step = torch.compile(step, mode="reduce-overhead", fullgraph=False)
@@ -129,6 +137,17 @@ class StaticDecoder:
             **{self._cache_kwarg: self._cache},
         )
         return out.logits[:, -1, :]
+
+    def stats(self) -> dict[str, float]:
+        """Decoding calls so far, how many started a new shape (batch bucket, cache length), the
+        wall seconds of those shapes' first steps (on CUDA: compiling and recording), and of
+        every call's first step."""
+        return {
+            "calls": self.calls,
+            "new_shapes": self.new_shapes,
+            "new_shape_seconds": self.new_shape_seconds,
+            "first_step_seconds": self.first_step_seconds,
+        }
 
     def _ready_cache(self, batch: int, length: int) -> None:
         if self._cache_shape == (batch, length):
@@ -169,7 +188,9 @@ class StaticDecoder:
                     [attention_mask_bp, attention_mask_bp[:1].expand(filler, -1)]
                 )
             length = _round_up(prompt_length + max_new_tokens, CACHE_BUCKET)
+            new_shape = self._cache_shape != (batch, length)
             self._ready_cache(batch, length)
+            self.calls += 1
 
             # 1 on the cache slots written so far: the prompt's real tokens now, then one slot per
             # step. (SDPA would also accept ones on the unwritten slots, since the causal mask
@@ -204,7 +225,18 @@ class StaticDecoder:
                 mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
                 if self._compiled:
                     torch.compiler.cudagraph_mark_step_begin()
-                token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                if steps == 1:  # a call's first step: compiled here if a guard failed
+                    started = time.perf_counter()
+                    token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                    if token.is_cuda:
+                        torch.cuda.synchronize(token.device)
+                    seconds = time.perf_counter() - started
+                    self.first_step_seconds += seconds
+                    if new_shape:
+                        self.new_shapes += 1
+                        self.new_shape_seconds += seconds
+                else:
+                    token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
                 tokens_bt[:, steps] = torch.where(done_b, pad_id, token)
                 logprobs_bt[:, steps] = torch.where(done_b, 0.0, logprob)
                 done_b |= torch.isin(token, eos)

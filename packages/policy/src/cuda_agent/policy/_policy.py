@@ -276,6 +276,18 @@ class Policy(PersistenceMixin):
         ]
         return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
 
+    def decode_stats(self) -> dict[str, float]:
+        """The static-cache decoder's counters (`StaticDecoder.stats`): calls, new shapes and
+        the seconds their first steps took; zeros before the first static-cache sampling."""
+        if self._decoder is None:
+            return {
+                "calls": 0,
+                "new_shapes": 0,
+                "new_shape_seconds": 0.0,
+                "first_step_seconds": 0.0,
+            }
+        return self._decoder.stats()
+
     def _decode_static(self, request: DecodeRequest) -> tuple[torch.Tensor, torch.Tensor]:
         """Our own decoding loop (`_decoding.py`), compiled into CUDA graphs on CUDA."""
         if self._decoder is None:
