@@ -231,3 +231,15 @@ def test_a_lost_scheduler_is_a_clear_error_not_a_hang(ray_sandbox):
     ray.kill(ray_sandbox._scheduler, no_restart=True)
     with pytest.raises(RuntimeError, match="scheduler actor is gone"):
         ray_sandbox.evaluate(TASKS["relu"], TASKS["relu"].solutions["cpu"])
+
+
+def test_a_new_pool_waits_for_the_resources_of_actors_being_torn_down():
+    # Ray gives a killed actor's CPU back a moment later: a sandbox opened right after another
+    # closed must not be refused for it; a cluster that stays full is refused with the count.
+    from cuda_agent.kernel_sandbox.ray_sandbox import _check_room
+
+    config = _config(workers=1)
+    answers = iter([{"CPU": 0.0}, {"CPU": 0.0}, {"CPU": 1.0}])
+    _check_room(config, lambda: next(answers), wait_s=5.0)
+    with pytest.raises(ValueError, match="has 0 free CPUs"):
+        _check_room(config, lambda: {"CPU": 0.0}, wait_s=0.3)

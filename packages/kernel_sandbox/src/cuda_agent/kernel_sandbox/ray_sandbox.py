@@ -32,7 +32,8 @@ import asyncio
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -101,17 +102,31 @@ def cluster_config(
     )
 
 
-def _check_room(config: SandboxConfig, free: Mapping[str, float]) -> None:
-    """Refuse a pool the cluster cannot place now (its jobs would wait for ever): each slot
-    actor takes a GPU on CUDA, a CPU on the CPU backend."""
+ROOM_WAIT_S = 10.0  # how long a new pool waits for the resources of actors being torn down
+
+
+def _check_room(
+    config: SandboxConfig,
+    available: Callable[[], Mapping[str, float]],
+    wait_s: float = ROOM_WAIT_S,
+) -> None:
+    """Refuse a pool the cluster cannot place (its jobs would wait for ever): each slot actor
+    takes a GPU on CUDA, a CPU on the CPU backend. Actors killed just before (a sandbox closed
+    a moment ago) give their resources back asynchronously, so ``available`` (Ray's
+    ``available_resources``) is asked again for up to ``wait_s`` seconds before refusing."""
     unit = "GPU" if config.backend == "cuda" else "CPU"
-    have = float(free.get(unit, 0.0))
-    if have < config.workers:
-        raise ValueError(
-            f"the Ray cluster has {have:g} free {unit}s; the sandbox's {config.workers} slot "
-            f"actors need one each: set SandboxConfig.workers, or close the sandboxes or "
-            "actors that hold them"
-        )
+    deadline = time.monotonic() + wait_s
+    while True:
+        have = float(available().get(unit, 0.0))
+        if have >= config.workers:
+            return
+        if time.monotonic() >= deadline:
+            raise ValueError(
+                f"the Ray cluster has {have:g} free {unit}s; the sandbox's {config.workers} "
+                "slot actors need one each: set SandboxConfig.workers, or close the sandboxes "
+                "or actors that hold them"
+            )
+        time.sleep(0.1)
 
 
 def _result(data: EvalResult, **extra: Any) -> EvalResult:
@@ -291,7 +306,7 @@ class RaySandbox(Sandbox):
         ray = connect(config.ray_address)
         alive = sum(1 for node in ray.nodes() if node.get("Alive"))
         self.config = cluster_config(config, ray.cluster_resources(), alive).resolved()
-        _check_room(self.config, ray.available_resources())
+        _check_room(self.config, ray.available_resources)
         env = {k: v for k, v in os.environ.items() if k in ("CUDA_AGENT_CACHE",)}
         scheduler = ray.remote(Scheduler).options(num_cpus=0, max_concurrency=10_000)
         self._scheduler = scheduler.remote(self.config, env)
