@@ -84,6 +84,24 @@ class Decoded:
     logprobs: torch.Tensor
 
 
+@dataclass
+class DecodeStats:
+    """A decoder's counters (`Policy.decode_stats`): calls, how many started a new shape
+    (batch bucket, cache length), the wall seconds of those shapes' first steps (on CUDA:
+    compiling and recording), and of every call's first step."""
+
+    calls: int = 0
+    new_shapes: int = 0
+    new_shape_seconds: float = 0.0
+    first_step_seconds: float = 0.0
+
+    def first_step(self, seconds: float, new_shape: bool) -> None:
+        self.first_step_seconds += seconds
+        if new_shape:
+            self.new_shapes += 1
+            self.new_shape_seconds += seconds
+
+
 class StaticDecoder:
     """Samples from a transformers causal LM with a preallocated KV cache.
 
@@ -106,10 +124,7 @@ class StaticDecoder:
         # What new shapes cost (`stats`): each one allocates a cache and, on CUDA, compiles and
         # records the step again; its first step's wall time is mostly that. Every call's first
         # step is timed too: a recompile for another reason (a new sampling setting) shows there.
-        self.calls = 0
-        self.new_shapes = 0
-        self.new_shape_seconds = 0.0
-        self.first_step_seconds = 0.0
+        self.stats = DecodeStats()
         step = self._step
         if compile:
             step = torch.compile(step, mode="reduce-overhead", fullgraph=False)
@@ -137,17 +152,6 @@ class StaticDecoder:
             **{self._cache_kwarg: self._cache},
         )
         return out.logits[:, -1, :]
-
-    def stats(self) -> dict[str, float]:
-        """Decoding calls so far, how many started a new shape (batch bucket, cache length), the
-        wall seconds of those shapes' first steps (on CUDA: compiling and recording), and of
-        every call's first step."""
-        return {
-            "calls": self.calls,
-            "new_shapes": self.new_shapes,
-            "new_shape_seconds": self.new_shape_seconds,
-            "first_step_seconds": self.first_step_seconds,
-        }
 
     def _ready_cache(self, batch: int, length: int) -> None:
         if self._cache_shape == (batch, length):
@@ -190,7 +194,7 @@ class StaticDecoder:
             length = _round_up(prompt_length + max_new_tokens, CACHE_BUCKET)
             new_shape = self._cache_shape != (batch, length)
             self._ready_cache(batch, length)
-            self.calls += 1
+            self.stats.calls += 1
 
             # 1 on the cache slots written so far: the prompt's real tokens now, then one slot per
             # step. (SDPA would also accept ones on the unwritten slots, since the causal mask
@@ -225,18 +229,12 @@ class StaticDecoder:
                 mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
                 if self._compiled:
                     torch.compiler.cudagraph_mark_step_begin()
-                if steps == 1:  # a call's first step: compiled here if a guard failed
-                    started = time.perf_counter()
-                    token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                started = time.perf_counter() if steps == 1 else None
+                token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                if started is not None:  # a call's first step: compiled here if a guard failed
                     if token.is_cuda:
                         torch.cuda.synchronize(token.device)
-                    seconds = time.perf_counter() - started
-                    self.first_step_seconds += seconds
-                    if new_shape:
-                        self.new_shapes += 1
-                        self.new_shape_seconds += seconds
-                else:
-                    token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                    self.stats.first_step(time.perf_counter() - started, new_shape)
                 tokens_bt[:, steps] = torch.where(done_b, pad_id, token)
                 logprobs_bt[:, steps] = torch.where(done_b, 0.0, logprob)
                 done_b |= torch.isin(token, eos)

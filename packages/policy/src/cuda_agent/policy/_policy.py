@@ -14,6 +14,7 @@ Saving, loading and export come from `PersistenceMixin` (`_persistence.py`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -26,7 +27,7 @@ from cuda_agent.policy._config import (
     resolve_dtype,
     resolve_kv_cache,
 )
-from cuda_agent.policy._decoding import StaticDecoder, Warp
+from cuda_agent.policy._decoding import DecodeStats, StaticDecoder, Warp
 from cuda_agent.policy._generation import (
     DecodeRequest,
     decode_static,
@@ -277,16 +278,9 @@ class Policy(PersistenceMixin):
         return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
 
     def decode_stats(self) -> dict[str, float]:
-        """The static-cache decoder's counters (`StaticDecoder.stats`): calls, new shapes and
-        the seconds their first steps took; zeros before the first static-cache sampling."""
-        if self._decoder is None:
-            return {
-                "calls": 0,
-                "new_shapes": 0,
-                "new_shape_seconds": 0.0,
-                "first_step_seconds": 0.0,
-            }
-        return self._decoder.stats()
+        """The static-cache decoder's counters (`DecodeStats`): calls, new shapes and the
+        seconds their first steps took; zeros before the first static-cache sampling."""
+        return asdict(self._decoder.stats if self._decoder is not None else DecodeStats())
 
     def _decode_static(self, request: DecodeRequest) -> tuple[torch.Tensor, torch.Tensor]:
         """Our own decoding loop (`_decoding.py`), compiled into CUDA graphs on CUDA."""

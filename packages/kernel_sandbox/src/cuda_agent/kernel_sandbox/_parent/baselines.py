@@ -47,9 +47,10 @@ class BaselineCache:
             with contextlib.suppress(OSError, ValueError):
                 found = BaselineReport.parse(json.loads(path.read_text()))
                 if found is not None:
+                    found = found.cached()
                     with self._lock:
-                        self._memory[key] = found.cached()
-                    return found.cached()
+                        self._memory[key] = found
+                    return found
         cfg = job.config
         request = BaselineRequest(
             **{**vars(job.draw(job.checks[0])), "distribution": "normal"},
@@ -64,10 +65,11 @@ class BaselineCache:
             return None
         if measured is None or not use_cache:
             return measured
+        kept = measured.cached()
         staged = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
         with contextlib.suppress(OSError):
-            staged.write_text(json.dumps(measured.cached().to_json()))
+            staged.write_text(json.dumps(kept.to_json()))
             os.replace(staged, path)
         with self._lock:
-            self._memory[key] = measured.cached()
-        return measured.cached()
+            self._memory[key] = kept
+        return kept

@@ -165,14 +165,14 @@ def check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     try:
         got = _exchange.read_outputs(request.exchange, request.outputs, device)
     except _exchange.ExchangeError as exc:
-        return _verdict(False, _compare.INF, _compare.INF, str(exc))
+        return CheckVerdict(False, _compare.INF, _compare.INF, str(exc)).to_json()
     passed, max_abs, max_rel, message = _compare.compare(
         got, want, request.atol, request.rtol, request.dtype_tolerances
     )
     del got, want  # (kept only if the cache holds them)
     if device.type == "cuda":
         _trim_reserve(device)
-    return _verdict(passed, max_abs, max_rel, message)
+    return CheckVerdict(passed, max_abs, max_rel, message).to_json()
 
 
 def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:
@@ -180,10 +180,6 @@ def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:
     unused: the candidate worker beside this one allocates from the same GPU."""
     if torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > slack:
         torch.cuda.empty_cache()
-
-
-def _verdict(passed: bool, max_abs: float, max_rel: float, message: str) -> dict[str, Any]:
-    return CheckVerdict(passed, max_abs, max_rel, message).to_json()
 
 
 def baseline(request: BaselineRequest, home: Path) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 Stage = Literal["trial", "inplace", "config", "reverify", "after"]
 STAGES: tuple[Stage, ...] = ("trial", "inplace", "config", "reverify", "after")
@@ -54,6 +54,20 @@ def required_checks(checks: Sequence[Check], report: dict[str, Any], bound: floa
     ``bound`` (``needs_reverify``)."""
     fast = needs_reverify(report.get("eager_time_ms"), report.get("candidate_time_ms"), bound)
     return [i for i, c in enumerate(checks) if c.stage != "reverify" or fast]
+
+
+class _Request:
+    """A request the parent sends a worker: its fields as JSON, with the ``kind`` that routes it
+    (``_worker.main``); read back strictly (a missing field is a ``KeyError``)."""
+
+    kind: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------- the job
@@ -170,18 +184,11 @@ class Job:
 
 
 @dataclass(frozen=True)
-class PrepareRequest:
+class PrepareRequest(_Request):
     """For a compile worker (no GPU): import the candidate only to build its extensions."""
 
     candidate: str | dict[str, str]
     kind = "prepare"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "candidate": self.candidate}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PrepareRequest:
-        return cls(candidate=data["candidate"])
 
 
 # ------------------------------------------------------------------- reference worker jobs
@@ -198,20 +205,9 @@ class Draw:
     device: str
     distribution: str
 
-    def model_key(self) -> tuple[str, dict[str, int], str, int]:
-        return self.task_digest, self.sizes, self.device, self.model_seed
-
-
-def _to_json(message: Any) -> dict[str, Any]:
-    return {"kind": message.kind, **asdict(message)}
-
-
-def _from_json(cls: Any, data: dict[str, Any]) -> Any:
-    return cls(**{f.name: data[f.name] for f in fields(cls)})
-
 
 @dataclass(frozen=True)
-class ReferenceCheck(Draw):
+class ReferenceCheck(Draw, _Request):
     """Judge one check: the candidate's ``outputs`` (their layout in the slot's ``exchange``)
     against the reference's on the same inputs (``inputs``: the candidate worker's fingerprint
     of them)."""
@@ -224,16 +220,9 @@ class ReferenceCheck(Draw):
     exchange: int
     kind = "reference"
 
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ReferenceCheck:
-        return _from_json(cls, data)
-
 
 @dataclass(frozen=True)
-class BaselineRequest(Draw):
+class BaselineRequest(Draw, _Request):
     """Time the eager reference and ``torch.compile`` of it, interleaved, on one draw."""
 
     warmup: int
@@ -242,16 +231,9 @@ class BaselineRequest(Draw):
     timing_precision: float
     kind = "baseline"
 
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BaselineRequest:
-        return _from_json(cls, data)
-
 
 @dataclass(frozen=True)
-class TrivialAnswersRequest:
+class TrivialAnswersRequest(_Request):
     """``validate_task``'s job: which answers that compute nothing would pass the task's checks
     over the draws of ``seeds`` (``_reference.trivial_answers``); ``repeat``: also run the task twice on
     the same inputs."""
@@ -268,12 +250,9 @@ class TrivialAnswersRequest:
     repeat: bool = True
     kind = "validate"
 
-    def to_json(self) -> dict[str, Any]:
-        return {**_to_json(self), "seeds": list(self.seeds)}
-
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrivialAnswersRequest:
-        return replace(_from_json(cls, data), seeds=tuple(data["seeds"]))
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return replace(super().from_json(data), seeds=tuple(data["seeds"]))
 
     def draw(self, seed: int) -> Draw:
         return Draw(
@@ -288,20 +267,13 @@ class TrivialAnswersRequest:
 
 
 @dataclass(frozen=True)
-class DeviceBufferRequest:
+class DeviceBufferRequest(_Request):
     """The slot's device buffer (``_shared.device_exchange``), at least ``bytes`` long, at most
     ``limit`` bytes."""
 
     bytes: Any  # as the candidate worker asked: checked by the reference worker
     limit: int
     kind = "device_buffer"
-
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DeviceBufferRequest:
-        return _from_json(cls, data)
 
 
 # ------------------------------------------------------------------------------- reports
