@@ -161,3 +161,64 @@ def test_the_mask_covers_only_the_cache_slots_written_so_far(
     for step, (ones, extent) in enumerate(seen):
         assert ones == [len(p) + step for p in prompts]
         assert extent == longest + step
+
+
+def test_a_grow_only_cache_decodes_every_call_as_its_own_shape_would(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """As compiled on CUDA: the cache grows to the largest batch and length seen and smaller
+    calls run inside it (filler rows, masked slots), decoding what they decode alone. Greedy,
+    so the tokens must agree; a sampled call's draws depend on the batch it runs as (the
+    random numbers are drawn for every row), so it only has to grow the cache."""
+    from cuda_agent.policy._decoding import StaticDecoder
+
+    grown = make_policy(kv_cache="static")
+    grown._decoder = StaticDecoder(grown._hf_model, compile=False, grow_only=True)
+    plain = make_policy(kv_cache="static")
+    shapes = []
+    for rows, n, new, temperature in [
+        (prompts, 3, 12, 1.0),  # 9 rows: batch 16
+        (prompts[:1], 1, 12, 0.0),  # 1 row: still 16
+        (prompts, 1, 300, 1.0),  # needs 300+ slots: the length grows to 512
+        ([p * 6 for p in prompts[:2]], 2, 8, 0.0),  # 4 longer rows: still (16, 512)
+        (prompts, 2, 40, 0.0),
+    ]:
+        kw = dict(n=n, max_new_tokens=new, temperature=temperature, seed=1)
+        got = grown.generate(rows, **kw)
+        shapes.append(grown._decoder._cache_shape)
+        if temperature > 0:
+            continue
+        want = plain.generate(rows, **kw)
+        assert [s.response_ids for s in _flat(got)] == [s.response_ids for s in _flat(want)]
+        for a, b in zip(_flat(got), _flat(want), strict=True):
+            assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-5)
+    assert shapes == [(16, 256), (16, 256), (16, 512), (16, 512), (16, 512)]
+    assert grown.decode_stats()["new_shapes"] == 2
+
+
+@pytest.mark.slow
+def test_compiled_decoding_compiles_once_for_greedy_and_sampled_calls_of_any_smaller_shape(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """What keeps a run's sampling from compiling again and again (the H200 run of 2026-12-01
+    spent most of its RL steps compiling): once the largest shape has run, greedy and sampled
+    calls with fewer rows, shorter prompts and other budgets reuse the compiled step."""
+    from torch._dynamo.utils import counters
+
+    from cuda_agent.policy._decoding import StaticDecoder
+
+    torch._dynamo.reset()
+    policy = make_policy(kv_cache="static")
+    policy._decoder = StaticDecoder(policy._hf_model, compile=True)
+    policy.generate(prompts, n=4, max_new_tokens=40, temperature=1.0, top_p=0.9, seed=0)
+    compiled = counters["stats"]["unique_graphs"]
+    assert compiled > 0
+    for rows, n, new, temperature in [
+        (prompts, 1, 20, 0.0),  # greedy
+        (prompts[:2], 3, 40, 1.0),
+        (prompts[1:], 1, 8, 0.0),
+        (prompts, 2, 30, 0.7),  # another temperature
+    ]:
+        policy.generate(rows, n=n, max_new_tokens=new, temperature=temperature, top_p=0.9)
+    assert counters["stats"]["unique_graphs"] == compiled
+    assert policy.decode_stats()["new_shapes"] == 1

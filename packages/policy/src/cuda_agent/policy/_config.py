@@ -35,8 +35,9 @@ class PolicyConfig:
     seed: seeds the LoRA initialisation and the policy's own sampling stream.
     kv_cache: how `generate` keeps keys and values: `"auto"` (`"static"` on CUDA, `"dynamic"`
         elsewhere), `"static"` (the package's own decoding loop over a preallocated cache; on
-        CUDA it is compiled into CUDA graphs, after a one-off compile per batch-size bucket
-        (8 rows), cache-length bucket (256 tokens) and sampling setting) or `"dynamic"` (transformers' `generate`).
+        CUDA it is compiled into CUDA graphs, and its cache only grows, so a run compiles for
+        its first few shapes and then replays one graph for greedy and sampled calls alike;
+        see `_decoding.py`) or `"dynamic"` (transformers' `generate`).
     """
 
     model: str = DEFAULT_MODEL

@@ -22,6 +22,22 @@ stop the graph. Greedy decoding (temperature 0) takes argmax logp of the unwarpe
 
 The sampler's log-prob of each token is logp[token], the same quantity that
 `SamplerLogprobRecorder` records on the `generate` path.
+
+**One compiled shape per run, as far as possible.** Compiling the step costs tens of seconds
+on the GPU host (a 30-layer model is one unrolled graph), and a 135M model's whole 768-token
+answer takes under a second once compiled, so a recompile is worth avoiding at almost any
+price. Measured on the H200 (2026-12-01, the learning run): RL steps spent 253 s and 129 s
+sampling, nearly all of it compiling, because every call with a new batch size, a new cache
+length or another temperature compiled again. So, when compiled:
+- the cache only grows: a call runs at the largest batch (in powers of two, 8 at least) and
+  the longest cache length (in steps of `CACHE_BUCKET`) seen so far, its missing rows filled
+  with copies of its first row that are done from the start. A run reaches its largest
+  shape in its first calls; after that every call replays the same CUDA graph;
+- the temperature is a tensor input, so greedy and sampled calls share one graph; top-p and
+  top-k stay constants of the graph, and a greedy call reuses the previous call's (they do
+  not change a greedy draw).
+The price is arithmetic on filler rows and masked cache slots, which a small model's step,
+bound by launch latency and weight reads, hardly notices.
 """
 
 from __future__ import annotations
@@ -39,17 +55,21 @@ from cuda_agent.policy._decode_setup import AdapterCast, grouped_attention
 from cuda_agent.policy._sampling import sampling_processors
 
 CACHE_BUCKET = 256
-"""Cache lengths are rounded up to a multiple of this, so varying prompt lengths reuse one
-compiled step and one cache."""
+"""Cache lengths are rounded up to a multiple of this."""
 
 BATCH_BUCKET = 8
-"""When compiled, batches are padded up to a multiple of this many rows (copies of the first
-row, marked done from the start), so that a multi-turn run whose batch shrinks as episodes end
-reuses a few compiled shapes instead of compiling for every size."""
+"""When compiled, the fewest rows a batch runs as (module docstring: one shape per run)."""
 
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
+
+
+def _power_of_two_at_least(value: int, floor: int) -> int:
+    rows = floor
+    while rows < value:
+        rows *= 2
+    return rows
 
 
 @dataclass(frozen=True)
@@ -63,17 +83,28 @@ class Warp:
 
 def sample_next(logits_bv: torch.Tensor, warp: Warp) -> tuple[torch.Tensor, torch.Tensor]:
     """([B] next tokens, [B] their sampler log-probs) from [B, V] logits (formula above)."""
+    temperature = torch.tensor(warp.temperature, device=logits_bv.device)
+    return draw(logits_bv, temperature, warp.top_p, warp.top_k)
+
+
+def draw(
+    logits_bv: torch.Tensor, temperature: torch.Tensor, top_p: float, top_k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sample_next` with the temperature as a 0-d tensor, so that one compiled graph serves
+    greedy (temperature 0: argmax of the unwarped log-probs) and sampled calls alike. Both
+    branches are computed and `where` picks one; the unpicked one never reaches the result."""
     scores = logits_bv.float()
-    if warp.temperature == 0.0:
-        logp = torch.log_softmax(scores, dim=-1)
-        token = logp.argmax(dim=-1)
-    else:
-        for processor in sampling_processors(warp.temperature, warp.top_p, warp.top_k):
-            scores = processor(None, scores)  # the warpers do not read the ids
-        logp = torch.log_softmax(scores, dim=-1)
-        race = -torch.log(-torch.log(torch.rand_like(logp)))
-        token = (logp + race).argmax(dim=-1)
-    return token, logp.gather(-1, token[:, None]).squeeze(-1)
+    plain = torch.log_softmax(scores, dim=-1)
+    sampled = temperature > 0
+    warped = scores / torch.where(sampled, temperature, torch.ones_like(temperature))
+    for processor in sampling_processors(1.0, top_p, top_k):  # top-k, then top-p
+        warped = processor(None, warped)  # the warpers do not read the ids
+    logp = torch.log_softmax(warped, dim=-1)
+    race = -torch.log(-torch.log(torch.rand_like(logp)))
+    token = torch.where(sampled, (logp + race).argmax(dim=-1), plain.argmax(dim=-1))
+    pick = token[:, None]
+    chosen = torch.where(sampled, logp.gather(-1, pick), plain.gather(-1, pick))
+    return token, chosen.squeeze(-1)
 
 
 @dataclass
@@ -105,15 +136,25 @@ class DecodeStats:
 class StaticDecoder:
     """Samples from a transformers causal LM with a preallocated KV cache.
 
-    The cache and the compiled step are kept between calls and reused while the bucketed
-    batch size (rounded up to `batch_bucket` rows) and the bucketed cache length (prompt +
-    max_new_tokens, rounded up to `CACHE_BUCKET`) stay the same. A new shape allocates a new
-    cache, and on CUDA the step is compiled again for it.
+    The cache and the compiled step are kept between calls. Compiled (`compile=True`, on
+    CUDA) the cache only grows (module docstring): a call runs at the largest bucketed batch
+    and cache length seen so far, so a run compiles for a few shapes in its first calls and
+    then replays one graph. Uncompiled (the CPU), where filler rows would cost real
+    arithmetic, a call runs at its own batch (rounded up to `batch_bucket`, 1 unless given)
+    and cache length, and a new shape allocates a new cache. `grow_only` overrides the choice.
     """
 
-    def __init__(self, hf_model: Any, *, compile: bool, batch_bucket: int | None = None) -> None:
+    def __init__(
+        self,
+        hf_model: Any,
+        *,
+        compile: bool,
+        batch_bucket: int | None = None,
+        grow_only: bool | None = None,
+    ) -> None:
         self._model = hf_model
         self._batch_bucket = batch_bucket or (BATCH_BUCKET if compile else 1)
+        self._grow_only = compile if grow_only is None else grow_only
         self._cache: Any = None
         self._cache_shape: tuple[int, int] | None = None
         # transformers 5.24 renamed the forward's `past_key_values` to `cache`.
@@ -121,9 +162,12 @@ class StaticDecoder:
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._compiled = compile
         self._adapters = AdapterCast(hf_model)
+        # The graph's constants: top-p and top-k of the last sampled call (a greedy call keeps
+        # them, since they do not change a greedy draw and another value would recompile).
+        self._filters: tuple[float, int] = (1.0, 0)
         # What new shapes cost (`stats`): each one allocates a cache and, on CUDA, compiles and
         # records the step again; its first step's wall time is mostly that. Every call's first
-        # step is timed too: a recompile for another reason (a new sampling setting) shows there.
+        # step is timed too: a recompile for another reason (a new top-p) shows there.
         self.stats = DecodeStats()
         step = self._step
         if compile:
@@ -135,10 +179,12 @@ class StaticDecoder:
         tokens_b1: torch.Tensor,
         positions_b1: torch.Tensor,
         mask_bl: torch.Tensor,
-        warp: Warp,
+        temperature: torch.Tensor,
+        top_p: float,
+        top_k: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self._forward(tokens_b1, positions_b1, mask_bl)
-        return sample_next(logits, warp)
+        return draw(logits, temperature, top_p, top_k)
 
     def _forward(
         self, tokens_bp: torch.Tensor, positions_bp: torch.Tensor, mask_bl: torch.Tensor
@@ -153,13 +199,26 @@ class StaticDecoder:
         )
         return out.logits[:, -1, :]
 
-    def _ready_cache(self, batch: int, length: int) -> None:
+    def _shape_for(self, rows: int, needed_length: int) -> tuple[int, int]:
+        """The (batch, cache length) a call of `rows` rows needing `needed_length` slots runs as."""
+        length = _round_up(needed_length, CACHE_BUCKET)
+        if not self._grow_only:
+            return _round_up(rows, self._batch_bucket), length
+        batch = _power_of_two_at_least(rows, self._batch_bucket)
+        if self._cache_shape is not None:
+            batch = max(batch, self._cache_shape[0])
+            length = max(length, self._cache_shape[1])
+        return batch, length
+
+    def _ready_cache(self, batch: int, length: int) -> bool:
+        """Reset the cache, or allocate one of the new shape; True when it is new."""
         if self._cache_shape == (batch, length):
             self._cache.reset()
-            return
+            return False
         self._cache = None  # free the old one first
         self._cache = StaticCache(config=self._model.config, max_cache_len=length)
         self._cache_shape = (batch, length)
+        return True
 
     def decode(
         self,
@@ -184,17 +243,19 @@ class StaticDecoder:
         with grouped_attention(self._model), self._adapters.swapped():
             device = input_ids_bp.device
             rows, prompt_length = input_ids_bp.shape
-            batch = _round_up(rows, self._batch_bucket)
+            batch, length = self._shape_for(rows, prompt_length + max_new_tokens)
             if batch > rows:  # filler rows: copies of row 0, done from the start
                 filler = batch - rows
                 input_ids_bp = torch.cat([input_ids_bp, input_ids_bp[:1].expand(filler, -1)])
                 attention_mask_bp = torch.cat(
                     [attention_mask_bp, attention_mask_bp[:1].expand(filler, -1)]
                 )
-            length = _round_up(prompt_length + max_new_tokens, CACHE_BUCKET)
-            new_shape = self._cache_shape != (batch, length)
-            self._ready_cache(batch, length)
+            new_shape = self._ready_cache(batch, length)
             self.stats.calls += 1
+            if warp.temperature > 0:
+                self._filters = (warp.top_p, warp.top_k)
+            top_p, top_k = self._filters
+            temperature = torch.tensor(float(warp.temperature), device=device)
 
             # 1 on the cache slots written so far: the prompt's real tokens now, then one slot per
             # step. (SDPA would also accept ones on the unwritten slots, since the causal mask
@@ -206,8 +267,8 @@ class StaticDecoder:
 
             tokens_bt = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
             logprobs_bt = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
-            token, logprob = sample_next(
-                self._forward(input_ids_bp, prompt_positions, mask_bl), warp
+            token, logprob = draw(
+                self._forward(input_ids_bp, prompt_positions, mask_bl), temperature, top_p, top_k
             )
             tokens_bt[:, 0], logprobs_bt[:, 0] = token, logprob
             done_b = torch.isin(token, eos)
@@ -230,7 +291,9 @@ class StaticDecoder:
                 if self._compiled:
                     torch.compiler.cudagraph_mark_step_begin()
                 started = time.perf_counter() if steps == 1 else None
-                token, logprob = self._compiled_step(last_b1, position_b1, mask_bl, warp)
+                token, logprob = self._compiled_step(
+                    last_b1, position_b1, mask_bl, temperature, top_p, top_k
+                )
                 if started is not None:  # a call's first step: compiled here if a guard failed
                     if token.is_cuda:
                         torch.cuda.synchronize(token.device)
