@@ -183,7 +183,11 @@ class StaticDecoder:
         top_p: float,
         top_k: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self._forward(tokens_b1, positions_b1, mask_bl)
+        # One query token sees exactly the slots written so far, so the 2D mask is the whole
+        # mask. Passed as 4D, transformers uses it as it is: building it from the 2D one would
+        # read the cache's length as a Python int, a constant of the graph, and a longer cache
+        # would compile again.
+        logits = self._forward(tokens_b1, positions_b1, mask_bl[:, None, None, :].bool())
         return draw(logits, temperature, top_p, top_k)
 
     def _forward(
@@ -198,6 +202,20 @@ class StaticDecoder:
             **{self._cache_kwarg: self._cache},
         )
         return out.logits[:, -1, :]
+
+    def _mark_dynamic(self, *inputs: torch.Tensor) -> None:
+        """Compile for any batch and cache length from the first call: a shape the graph was
+        specialised to would compile again (a minute or more) when the cache grows; a
+        dynamic graph is only recorded again for the new size (a tenth of a second)."""
+        for tensor in inputs:
+            for dim in range(tensor.dim()):
+                if tensor.shape[dim] > 1:  # the batch, and the mask's length
+                    torch._dynamo.maybe_mark_dynamic(tensor, dim)
+        for layer in getattr(self._cache, "layers", ()):
+            for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if isinstance(tensor, torch.Tensor):
+                    torch._dynamo.maybe_mark_dynamic(tensor, 0)  # batch
+                    torch._dynamo.maybe_mark_dynamic(tensor, 2)  # cache length
 
     def _shape_for(self, rows: int, needed_length: int) -> tuple[int, int]:
         """The (batch, cache length) a call of `rows` rows needing `needed_length` slots runs as."""
@@ -289,6 +307,8 @@ class StaticDecoder:
                         break
                 mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
                 if self._compiled:
+                    if steps == 1:
+                        self._mark_dynamic(last_b1, position_b1, mask_bl)
                     torch.compiler.cudagraph_mark_step_begin()
                 started = time.perf_counter() if steps == 1 else None
                 token, logprob = self._compiled_step(
