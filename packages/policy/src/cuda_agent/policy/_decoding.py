@@ -212,10 +212,10 @@ class StaticDecoder:
                 if tensor.shape[dim] > 1:  # the batch, and the mask's length
                     torch._dynamo.maybe_mark_dynamic(tensor, dim)
         for layer in getattr(self._cache, "layers", ()):
-            for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
-                if isinstance(tensor, torch.Tensor):
-                    torch._dynamo.maybe_mark_dynamic(tensor, 0)  # batch
-                    torch._dynamo.maybe_mark_dynamic(tensor, 2)  # cache length
+            for kv in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if isinstance(kv, torch.Tensor):
+                    torch._dynamo.maybe_mark_dynamic(kv, 0)  # batch
+                    torch._dynamo.maybe_mark_dynamic(kv, 2)  # cache length
 
     def _shape_for(self, rows: int, needed_length: int) -> tuple[int, int]:
         """The (batch, cache length) a call of `rows` rows needing `needed_length` slots runs as."""
