@@ -243,3 +243,33 @@ def test_a_new_pool_waits_for_the_resources_of_actors_being_torn_down():
     _check_room(config, lambda: next(answers), wait_s=5.0)
     with pytest.raises(ValueError, match="has 0 free CPUs"):
         _check_room(config, lambda: {"CPU": 0.0}, wait_s=0.3)
+
+
+def test_a_cuda_pool_needs_room_for_its_compile_actors_too():
+    # On CUDA each slot actor holds a GPU and a CPU and each compile actor a CPU: a cluster
+    # with the GPUs but not the CPUs would leave a compile actor unplaced, and every job that
+    # needs a build waiting on it for ever. Refused instead.
+    from cuda_agent.kernel_sandbox.ray_sandbox import _check_room
+
+    config = SandboxConfig(backend="cuda", workers=1, compile_workers=1)
+    _check_room(config, lambda: {"GPU": 1.0, "CPU": 2.0}, wait_s=0.0)
+    with pytest.raises(ValueError, match=r"has 1 free CPUs.*1 slot actors and 1 compile actors"):
+        _check_room(config, lambda: {"GPU": 1.0, "CPU": 1.0}, wait_s=0.3)
+    with pytest.raises(ValueError, match="has 0 free GPUs"):
+        _check_room(config, lambda: {"GPU": 0.0, "CPU": 8.0}, wait_s=0.3)
+
+
+def test_a_slots_candidate_worker_builds_for_the_compile_actors_architecture():
+    # A slot actor's one-slot pool has no compile workers of its own, so nothing named the
+    # architecture to its candidate worker: torch then derives other nvcc flags from the device
+    # ("9.0+PTX" against the compile actor's "9.0") and ninja rebuilt, on the GPU slot, every
+    # extension the compile actor had built. The slot's worker names the same list.
+    from cuda_agent.kernel_sandbox._parent.pool import Worker
+    from cuda_agent.kernel_sandbox.ray_sandbox import _build_for
+
+    with Sandbox(_config(workers=1)) as slot_pool:
+        _build_for(slot_pool, "9.0")
+        compile_env = Worker(slot_pool.config, 0, "compile", cuda_arch="9.0")._env()
+        for slot in slot_pool._slots:
+            candidate_env = slot.candidate._env()
+            assert candidate_env["TORCH_CUDA_ARCH_LIST"] == compile_env["TORCH_CUDA_ARCH_LIST"]

@@ -110,20 +110,29 @@ def _check_room(
     available: Callable[[], Mapping[str, float]],
     wait_s: float = ROOM_WAIT_S,
 ) -> None:
-    """Refuse a pool the cluster cannot place (its jobs would wait for ever): each slot actor
-    takes a GPU on CUDA, a CPU on the CPU backend. Actors killed just before (a sandbox closed
-    a moment ago) give their resources back asynchronously, so ``available`` (Ray's
-    ``available_resources``) is asked again for up to ``wait_s`` seconds before refusing."""
-    unit = "GPU" if config.backend == "cuda" else "CPU"
+    """Refuse a pool the cluster cannot place (an actor Ray cannot place waits for ever, and so
+    do its jobs): each slot actor takes a CPU, and on CUDA a GPU; each compile actor a CPU.
+    Actors killed just before (a sandbox closed a moment ago) give their resources back
+    asynchronously, so ``available`` (Ray's ``available_resources``) is asked again for up to
+    ``wait_s`` seconds before refusing."""
+    compilers = max(0, config.compile_workers) if config.backend == "cuda" else 0
+    needs = {"CPU": config.workers + compilers}
+    if config.backend == "cuda":
+        needs["GPU"] = config.workers
     deadline = time.monotonic() + wait_s
     while True:
-        have = float(available().get(unit, 0.0))
-        if have >= config.workers:
+        have = available()
+        short = [(u, float(have.get(u, 0.0))) for u, n in needs.items() if have.get(u, 0.0) < n]
+        if not short:
             return
         if time.monotonic() >= deadline:
+            unit, free = short[-1]  # the GPUs first
+            holders = f"{config.workers} slot actors"
+            if unit == "CPU" and compilers:
+                holders += f" and {compilers} compile actors"
             raise ValueError(
-                f"the Ray cluster has {have:g} free {unit}s; the sandbox's {config.workers} "
-                "slot actors need one each: set SandboxConfig.workers, or close the sandboxes "
+                f"the Ray cluster has {free:g} free {unit}s; the sandbox's {holders} need one "
+                "each: set SandboxConfig.workers (or compile_workers), or close the sandboxes "
                 "or actors that hold them"
             )
         time.sleep(0.1)
@@ -137,10 +146,13 @@ def _result(data: EvalResult, **extra: Any) -> EvalResult:
 
 # ----------------------------------------------------------------------------------- actors
 class SlotActor:
-    """One slot of the pool: a one-slot local ``Sandbox`` on this actor's node."""
+    """One slot of the pool: a one-slot local ``Sandbox`` on this actor's node, whose candidate
+    worker builds for the architecture the compile actors build for (``_build_for``)."""
 
     def __init__(self, config: SandboxConfig) -> None:
         self.sandbox = Sandbox(config)
+        self.arch = _cuda_arch() if self.sandbox.backend == "cuda" else ""
+        _build_for(self.sandbox, self.arch)
 
     def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
         return self.sandbox.evaluate(task, source, **options)
@@ -150,10 +162,18 @@ class SlotActor:
         return os.getpid()
 
     def cuda_arch(self) -> str:
-        return _cuda_arch()
+        return self.arch
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _build_for(sandbox: Sandbox, arch: str) -> None:
+    """``sandbox``'s candidate workers build for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as in a
+    local pool with compile workers. Left unset, torch derives other nvcc flags from the device
+    ("9.0+PTX", the compile actor's "9.0") and ninja rebuilds what a compile actor built."""
+    for slot in sandbox._slots:
+        slot.candidate.cuda_arch = arch
 
 
 class CompileActor:
