@@ -238,6 +238,7 @@ def _check_config(task, candidate, trial: Trials, index: int, step: Check) -> No
 def _judge_decoys(trial: Trials, model_new, inputs, cfg: JobConfig, extra: dict[str, Any]) -> None:
     """A kernel launched for show while the answer is computed elsewhere (``_candidate.decoys``): on a
     GPU, by kernels that are not its own; on either backend, on the host."""
+    own_device_s = 0.0  # the candidate's own kernels' device time: its launches' work
     if trial.device.type == "cuda":
         shares = _decoys.device_time_shares(
             lambda: model_new(*inputs), trial.device, launch.kernel_names()
@@ -247,8 +248,10 @@ def _judge_decoys(trial: Trials, model_new, inputs, cfg: JobConfig, extra: dict[
         message = _decoys.device_verdict(shares, library_allowed=allowed)
         if message:
             raise Verdict("rejected", message, flags=["foreign_kernels"])
+        if shares:
+            own_device_s = shares["own"] * shares["device_us"] * 1e-6
     report, message = _decoys.host_verdict(
-        trial.host_splits, kernels_on_host=trial.device.type == "cpu"
+        trial.host_splits, kernels_on_host=trial.device.type == "cpu", device_work_s=own_device_s
     )
     extra["host_time_split"] = report
     extra["kernel_seconds_by_name"] = launch.kernel_seconds_by_name()

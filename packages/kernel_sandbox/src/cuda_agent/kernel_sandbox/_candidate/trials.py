@@ -95,11 +95,13 @@ class Trials:
                 output = self.model_new(*inputs)
                 total = time.thread_time() - started
             if isinstance(recorder, _runtime_checks.OpRecorder):
+                launched = launch.launch_count() - launches
                 split = _decoys.HostSplit(
                     total,
                     kernels=launch.kernel_seconds() - in_kernels,
                     ops=recorder.seconds,
-                    calls=recorder.calls + launch.launch_count() - launches,
+                    calls=recorder.calls + launched,
+                    launches=launched,
                 )
                 self.host_splits.append(split)
             if self.device.type == "cuda":
