@@ -10,6 +10,11 @@ not change the update. Before stepping, the update's statistics are checked agai
 configured bounds (largest importance ratio between trainer and sampler, their effective sample
 size, the mean entropy): out of bounds, the update is skipped (its gradients dropped) or the run
 stopped (``StabilityError``), with the reason in the message.
+
+Under torchrun / accelerate launch each process brings its own share of the batch; the
+processes agree on the number of micro-batches, the denominators and the skip decision
+(``collective.py``, with the formula), so the update is the one a single process would make
+on the whole batch, and no process waits for ever in another's collectives.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import torch
 
 from cuda_agent.agent import EpisodeBatch
 from cuda_agent.policy import PolicyOptimizer, ValueModel
-from cuda_agent.rl_core import aggregation_counts, batch_normalized_advantages
+from cuda_agent.rl_core import AggregationCounts, aggregation_counts, batch_normalized_advantages
 
+from . import collective as C
 from . import loss as L
 from .config import TrainConfig
 from .context import StabilityError
@@ -33,6 +39,20 @@ from .context import StabilityError
 def chunks(items: Sequence[int], size: int) -> list[list[int]]:
     items = list(items)
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _padded(groups: list[list[int]], device: torch.device) -> list[list[int]]:
+    """``groups``, then empty ones up to the largest count of any process (``collective``)."""
+    want = C.largest([len(groups)], device)[0]
+    return groups + [[] for _ in range(want - len(groups))]
+
+
+def _global_counts(local: AggregationCounts, device: torch.device) -> AggregationCounts:
+    """The denominators over every process's share (``local`` itself with one process)."""
+    if C.world_size() == 1:
+        return local
+    tokens, sequences = C.total([float(local.num_tokens), float(local.num_sequences)], device)
+    return AggregationCounts(torch.tensor(int(tokens)), torch.tensor(int(sequences)))
 
 
 def supervised_step(
@@ -95,7 +115,10 @@ def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) 
     out = torch.zeros(len(batch), batch.width)
     adapters_off = policy.model.disable_adapter() if base else contextlib.nullcontext()
     with torch.no_grad(), adapters_off:
-        for part in chunks(range(len(batch)), micro):
+        for part in _padded(chunks(range(len(batch)), micro), policy.device):
+            if not part:  # another process has more: take part in its collectives
+                policy.token_logprobs([], [])
+                continue
             sub = batch.select(part)
             logprobs = policy.token_logprobs(sub.prompt_ids, sub.response_ids).logprobs
             out[part, : logprobs.shape[1]] = logprobs.float().cpu()
@@ -137,12 +160,19 @@ def update(
     grad_norms: list[float] = []
     skipped: list[str] = []
     rows = list(range(len(batch)))
-    per_update = -(-len(rows) // config.updates_per_batch)
-    for minibatch in chunks(rows, per_update):
-        sub_all = batch.select(minibatch)
-        total = L.counts(sub_all)
+    world, here = C.world_size(), policy.device
+    per_update = max(1, -(-len(rows) // config.updates_per_batch))
+    for minibatch in _padded(chunks(rows, per_update), here):
+        mine = L.counts(batch.select(minibatch)) if minibatch else _no_counts()
+        total = _global_counts(mine, here)
         policy.train()
-        for part in chunks(minibatch, config.micro_batch):
+        checked: list[dict[str, float]] = []
+        for part in _padded(chunks(minibatch, config.micro_batch), here):
+            if not part:  # another process has more micro-batches: take part, add nothing
+                idle = policy.token_logprobs([], [], with_entropy=True).logprobs
+                if idle.requires_grad:  # sharded: the backward's collectives need us
+                    optimizer.backward(idle.sum() * 0.0)
+                continue
             sub = batch.select(part)
             width = sub.width
             mask = sub.loss_mask_bt
@@ -161,12 +191,12 @@ def update(
                 s,
                 ref_all[part, :width].to(device) if ref_all is not None else None,
             )
-            optimizer.backward(loss)
+            optimizer.backward(loss * world if world > 1 else loss)
             for key in ("tokens", "clip_fraction", "kl"):
                 sums[key] += stats[key]
             if out.entropy is not None:
                 sums["entropy"] += float((out.entropy.detach().float().cpu() * mask).sum())
-            ratios.append(L.ratio_stats(old, sampler, mask, s.tis_max_weight))
+            checked.append(L.ratio_stats(old, sampler, mask, s.tis_max_weight))
             if critic is not None and critic_optimizer is not None and returns is not None:
                 assert old_values is not None
                 critic.train()
@@ -179,9 +209,12 @@ def update(
                     total,
                     s,
                 )
-                critic_optimizer.backward(vloss)
+                critic_optimizer.backward(vloss * world if world > 1 else vloss)
                 sums["value_loss"] += vloss.item()
-        reason = _out_of_bounds(ratios[-len(chunks(minibatch, config.micro_batch)) :], sums, config)
+        ratios += checked
+        reason = _out_of_bounds(checked, sums, config)
+        if world > 1 and C.anyone(bool(reason), here) and not reason:
+            reason = "another process's share of the update was out of bounds"
         if reason:
             optimizer.zero_grad()
             if critic_optimizer is not None:
@@ -215,6 +248,10 @@ def update(
         record["ratio_mismatch_kl"] = statistics.fmean(r["ratio_mismatch_kl"] for r in ratios)
         record["ratio_fraction_above"] = statistics.fmean(r["ratio_fraction_above"] for r in ratios)
     return record
+
+
+def _no_counts() -> AggregationCounts:
+    return AggregationCounts(torch.tensor(0), torch.tensor(0))
 
 
 def _out_of_bounds(

@@ -83,7 +83,9 @@ class PolicyOptimizer:
     def step(self) -> dict[str, float]:
         """Average gradients across processes, clip, step, zero. Returns ``grad_norm`` (before
         clipping) and ``lr``."""
-        if all(p.grad is None for p in self.parameters):
+        if self.num_processes == 1 and all(p.grad is None for p in self.parameters):
+            # (Several processes: one whose share had no tokens still takes part in the
+            # others' gradient average, with zeros.)
             raise RuntimeError("step() before any backward(): no gradients to apply")
         norm = self._clip_sharded() if self._sharded else self._clip()
         self.optimizer.step()
