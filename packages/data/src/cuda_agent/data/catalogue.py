@@ -45,11 +45,13 @@ class Param:
 @dataclass(frozen=True)
 class Reduction:
     """A reduction over the last dimension in C: ``acc`` starts at ``init``, takes ``step`` per
-    element (over ``acc`` and ``v``) and ends as ``finish`` (over ``acc`` and ``cols``)."""
+    element (over ``acc`` and ``v``) and ends as ``finish`` (over ``acc`` and ``cols``).
+    ``combine`` joins two partial accumulators ``{a}`` and ``{b}`` (a CUDA block's threads)."""
 
     init: str
     step: str
     finish: str
+    combine: str = "{a} + {b}"
 
 
 @dataclass(frozen=True)
@@ -234,10 +236,10 @@ _OPS: tuple[Op, ...] = (
         "mean", "torch.mean", "torch.mean({x}, dim=-1)", Reduction("0.0", "acc += v", "acc / cols")
     ),
     _reduction(
-        "amax", "torch.amax", "torch.amax({x}, dim=-1)", Reduction("-INFINITY", "acc = fmax(acc, v)", "acc")
+        "amax", "torch.amax", "torch.amax({x}, dim=-1)", Reduction("-INFINITY", "acc = fmax(acc, v)", "acc", "fmax({a}, {b})")
     ),
     _reduction(
-        "amin", "torch.amin", "torch.amin({x}, dim=-1)", Reduction("INFINITY", "acc = fmin(acc, v)", "acc")
+        "amin", "torch.amin", "torch.amin({x}, dim=-1)", Reduction("INFINITY", "acc = fmin(acc, v)", "acc", "fmin({a}, {b})")
     ),
     _reduction(
         "vector_norm",

@@ -1,9 +1,13 @@
-"""CPU reference solutions for synthesized chains of elementwise ops and one row reduction.
+"""Reference solutions for synthesized chains of elementwise ops and one row reduction.
 
 ``cpu_solution(composition)`` writes a ``ModelNew`` in the built-in solutions' form: one C
 function through ``kernel_sandbox.launch.cpu_kernel``, an OpenMP loop, one statement per op of
 the chain in the chain's order (so the kernel reads like the reference's forward, line by
-line, each C statement followed by the forward expression it computes). Chains it can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
+line, each C statement followed by the forward expression it computes).
+``cuda_solution(composition)`` writes the same statements as one CUDA kernel in the built-in
+compact CUDA solutions' form (``launch.cuda_kernel``, NVRTC): a thread per element, or for a
+reduction a block per row whose threads combine their partial accumulators in shared memory
+(``Reduction.combine``), as the built-in ``row_sum`` does. Chains it can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
 ``Op.reduce``), at most one reduction, no second input after it. A warm start teaches these;
 each is checked in the sandbox like any candidate before it is kept (``filters.py``).
 """
@@ -11,6 +15,7 @@ each is checked in the sandbox like any candidate before it is kept (``filters.p
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .catalogue import catalogue
 from .compose import Composition, forward_lines
@@ -30,20 +35,17 @@ def can_write(composition: Composition) -> bool:
     return True
 
 
-def cpu_solution(composition: Composition) -> str:
-    """The C-kernel ``ModelNew`` source for ``composition``; ValueError if ``can_write`` is
-    false."""
+def _statements(composition: Composition) -> tuple[list[str], list[str], Any]:
+    """The C statements of the ops before the reduction and after it, and the reduction's step
+    (None without one); each statement ends with the forward line it computes."""
     if not can_write(composition):
         raise ValueError(f"{composition.name}: no C form for the chain {composition.ops}")
     ops = catalogue()
-    name = "fused_kernel"  # one name for every chain (an op's own name can be libm's: tanh)
-    params = [p for step in composition.steps for p in step.params]
-    tensors = [n for n, _ in composition.inputs]
-    reduction = next((s for s in composition.steps if ops[s.op].kind == "reduction"), None)
     before: list[str] = []
     after: list[str] = []
     target = before
     chain = [ops[step.op] for step in composition.steps]
+    reduction = next((s for s in composition.steps if ops[s.op].kind == "reduction"), None)
     for op, step, torch_line in zip(
         chain, composition.steps, forward_lines(chain, composition.steps), strict=True
     ):
@@ -55,6 +57,17 @@ def cpu_solution(composition: Composition) -> str:
             renamed = _rename(renamed, p.name, new)
         # each C line says which line of the reference's forward it is
         target.append(f"v = {renamed.format(y=f'{step.operand}[i]')};  // {torch_line}")
+    return before, after, reduction
+
+
+def cpu_solution(composition: Composition) -> str:
+    """The C-kernel ``ModelNew`` source for ``composition``; ValueError if ``can_write`` is
+    false."""
+    before, after, reduction = _statements(composition)
+    ops = catalogue()
+    name = "fused_kernel"  # one name for every chain (an op's own name can be libm's: tanh)
+    params = [p for step in composition.steps for p in step.params]
+    tensors = [n for n, _ in composition.inputs]
     args = ", ".join(
         ["float* out", *(f"const float* {t}" for t in tensors), *(f"float {p}" for p in params)]
     )
@@ -94,6 +107,91 @@ def cpu_solution(composition: Composition) -> str:
         sizes = "x.numel() // x.shape[-1], x.shape[-1]"
         empty = "torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)"
     kernel = "\n".join(["#include <math.h>", "", *loop])
+    call = ", ".join(["out", *tensors, *(f"self.{p}" for p in params), sizes])
+    return _module(composition, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({call})"])
+
+
+def cuda_solution(composition: Composition) -> str:
+    """The CUDA-kernel ``ModelNew`` source for ``composition`` (module docstring);
+    ValueError if ``can_write`` is false."""
+    before, after, reduction = _statements(composition)
+    ops = catalogue()
+    name = "fused_kernel"
+    params = [p for step in composition.steps for p in step.params]
+    tensors = [n for n, _ in composition.inputs]
+    args = ", ".join(
+        ["float* out", *(f"const float* {t}" for t in tensors), *(f"float {p}" for p in params)]
+    )
+    scalars = ", ".join([*(f"self.{p}" for p in params)])
+    tail = f", {scalars}" if scalars else ""
+    if reduction is None:
+        kernel = [
+            f'extern "C" __global__ void {name}({args}, long long n) {{',
+            "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "    if (i >= n) return;",
+            "    float v = x[i];",
+            *(f"    {line}" for line in before),
+            "    out[i] = v;",
+            "}",
+        ]
+        body = [
+            "out = torch.empty_like(x)",
+            "n = x.numel()",
+            f"args = (out, {', '.join(tensors)}{tail}, n)",
+            f"{name}(grid=((n + 255) // 256,), block=(256,), args=args)",
+        ]
+    else:
+        reduce = ops[reduction.op].reduce
+        assert reduce is not None
+        reduction_line = forward_lines([ops[reduction.op]], [reduction])[0]
+        combine = reduce.combine.format(a="part[threadIdx.x]", b="o")
+        kernel = [
+            # NVRTC has no math.h: INFINITY (a max's or min's start) is spelled out
+            *(
+                ["#define INFINITY __int_as_float(0x7f800000)", ""]
+                if "INFINITY" in reduce.init
+                else []
+            ),
+            f'extern "C" __global__ void {name}({args}, long long cols) {{',
+            "    __shared__ double part[256];",
+            "    long long r = blockIdx.x;",
+            f"    double acc = {reduce.init};",
+            "    for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {",
+            "        float v = x[i];",
+            *(f"        {line}" for line in before),
+            f"        {reduce.step};  // {reduction_line}",
+            "    }",
+            "    part[threadIdx.x] = acc;",
+            "    __syncthreads();",
+            "    for (int k = blockDim.x / 2; k > 0; k >>= 1) {",
+            "        if (threadIdx.x < k) {",
+            "            double o = part[threadIdx.x + k];",
+            f"            part[threadIdx.x] = {combine};",
+            "        }",
+            "        __syncthreads();",
+            "    }",
+            "    if (threadIdx.x != 0) return;",
+            "    acc = part[0];",
+            f"    float v = (float)({reduce.finish});",
+            *(f"    {line}" for line in after),
+            "    out[r] = v;",
+            "}",
+        ]
+        body = [
+            "cols = x.shape[-1]",
+            "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
+            f"args = (out, {', '.join(tensors)}{tail}, cols)",
+            f"{name}(grid=(x.numel() // cols,), block=(256,), args=args)",
+        ]
+    return _module(composition, "cuda_kernel", "\n".join(kernel), body)
+
+
+def _module(composition: Composition, launcher: str, kernel: str, body: list[str]) -> str:
+    """A ``ModelNew`` module: ``kernel`` through ``launch.<launcher>``, its parameters as
+    attributes, a forward that makes the inputs contiguous and runs ``body``."""
+    name = "fused_kernel"
+    params = [p for step in composition.steps for p in step.params]
+    tensors = [n for n, _ in composition.inputs]
     init = [f"        self.{p} = {p}" for p in params]
     signature = ", ".join(["self", *(f"{p}: float" for p in params)])
     contiguous = (
@@ -101,16 +199,15 @@ def cpu_solution(composition: Composition) -> str:
         if len(tensors) == 1
         else f"{', '.join(tensors)} = {', '.join(f'{t}.contiguous()' for t in tensors)}"
     )
-    call = ", ".join(["out", *tensors, *(f"self.{p}" for p in params), sizes])
     forward_args = ", ".join(f"{t}: torch.Tensor" for t in tensors)
     return "\n".join(
         [
             "import torch",
             "from torch import nn",
             "",
-            "from cuda_agent.kernel_sandbox.launch import cpu_kernel",
+            f"from cuda_agent.kernel_sandbox.launch import {launcher}",
             "",
-            f"{name} = cpu_kernel(",
+            f"{name} = {launcher}(",
             '    r"""',
             kernel,
             '""",',
@@ -126,8 +223,7 @@ def cpu_solution(composition: Composition) -> str:
             ),
             f"    def forward(self, {forward_args}) -> torch.Tensor:",
             f"        {contiguous}",
-            f"        out = {empty}",
-            f"        {name}({call})",
+            *(f"        {line}" for line in body),
             "        return out",
             "",
         ]

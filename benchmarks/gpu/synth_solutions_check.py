@@ -1,0 +1,74 @@
+"""Judge the compact CUDA solutions of the embedded synthesized tasks on the GPU.
+
+    python benchmarks/gpu/synth_solutions_check.py OUT.json [--limit N]
+
+`cuda-agent-data`'s `cpu_compositions` (200 chains of elementwise ops and one row reduction)
+carry a `solution_cuda_compact.py` each, written by `data.solutions.cuda_solution`. A warm start
+on the CUDA backend teaches them, so each must pass the sandbox on a GPU, like any candidate:
+this evaluates them all (one slot, the sandbox's default checks, torch.compile not timed) and
+writes each verdict and speedup over eager, and the counts. OUT.json is rewritten after every
+chunk of 20, so a run cut short keeps what it judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from cuda_agent.data import load_embedded
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--limit", type=int, default=0)
+    args = parser.parse_args()
+    tasks = [t for t in load_embedded().tasks() if "cuda" in t.compact_solutions]
+    tasks = tasks[: args.limit] if args.limit else tasks
+    report: dict = {
+        "benchmark": "synth_solutions_check",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
+        "torch": torch.__version__,
+        "commit": os.environ.get("CUDA_AGENT_COMMIT", ""),
+        "command": "python benchmarks/gpu/synth_solutions_check.py OUT.json",
+        "tasks": len(tasks),
+        "results": [],
+    }
+    started = time.perf_counter()
+    with Sandbox(SandboxConfig(backend="cuda", workers=1, time_compile=False)) as sandbox:
+        for first in range(0, len(tasks), 20):
+            chunk = tasks[first : first + 20]
+            jobs = [(t, t.compact_solutions["cuda"]) for t in chunk]
+            for task, result in zip(chunk, sandbox.evaluate_many(jobs), strict=True):
+                report["results"].append(
+                    {
+                        "task": task.name,
+                        "status": result.status,
+                        "speedup_vs_eager": result.speedup_vs_eager,
+                        "message": result.message[:300],
+                    }
+                )
+            statuses = collections.Counter(r["status"] for r in report["results"])
+            speedups = [r["speedup_vs_eager"] for r in report["results"] if r["speedup_vs_eager"]]
+            report.update(
+                judged=len(report["results"]),
+                statuses=dict(statuses),
+                faster_than_eager=sum(1 for s in speedups if s > 1.0),
+                median_speedup_vs_eager=sorted(speedups)[len(speedups) // 2] if speedups else None,
+                seconds=round(time.perf_counter() - started, 1),
+            )
+            Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+            print(json.dumps({k: report[k] for k in ("judged", "statuses", "seconds")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
