@@ -236,10 +236,10 @@ _OPS: tuple[Op, ...] = (
         "mean", "torch.mean", "torch.mean({x}, dim=-1)", Reduction("0.0", "acc += v", "acc / cols")
     ),
     _reduction(
-        "amax", "torch.amax", "torch.amax({x}, dim=-1)", Reduction("-INFINITY", "acc = fmax(acc, v)", "acc", "fmax({a}, {b})")
+        "amax", "torch.amax", "torch.amax({x}, dim=-1)", Reduction("-INFINITY", "acc = fmax(acc, (double)v)", "acc", "fmax({a}, {b})")
     ),
     _reduction(
-        "amin", "torch.amin", "torch.amin({x}, dim=-1)", Reduction("INFINITY", "acc = fmin(acc, v)", "acc", "fmin({a}, {b})")
+        "amin", "torch.amin", "torch.amin({x}, dim=-1)", Reduction("INFINITY", "acc = fmin(acc, (double)v)", "acc", "fmin({a}, {b})")
     ),
     _reduction(
         "vector_norm",

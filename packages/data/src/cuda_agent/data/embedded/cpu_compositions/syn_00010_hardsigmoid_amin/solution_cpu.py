@@ -14,7 +14,7 @@ void fused_kernel(float* out, const float* x, long rows, long cols) {
         for (long i = r * cols; i < (r + 1) * cols; ++i) {
             float v = x[i];
             v = fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f;  // F.hardsigmoid(x)
-            acc = fmin(acc, v);  // torch.amin(x, dim=-1)
+            acc = fmin(acc, (double)v);  // torch.amin(x, dim=-1)
         }
         float v = (float)(acc);
         out[r] = v;

@@ -14,7 +14,7 @@ void fused_kernel(float* out, const float* x, float negative_slope, long rows, l
         for (long i = r * cols; i < (r + 1) * cols; ++i) {
             float v = x[i];
             v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
-            acc = fmax(acc, v);  // torch.amax(x, dim=-1)
+            acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
         }
         float v = (float)(acc);
         out[r] = v;

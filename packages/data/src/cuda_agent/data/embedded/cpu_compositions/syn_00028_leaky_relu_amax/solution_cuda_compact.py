@@ -14,7 +14,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float negati
     for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
         float v = x[i];
         v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
-        acc = fmax(acc, v);  // torch.amax(x, dim=-1)
+        acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
     }
     part[threadIdx.x] = acc;
     __syncthreads();

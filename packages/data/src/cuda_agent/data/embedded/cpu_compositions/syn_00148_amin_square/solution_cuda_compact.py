@@ -13,7 +13,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long co
     double acc = INFINITY;
     for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
         float v = x[i];
-        acc = fmin(acc, v);  // torch.amin(x, dim=-1)
+        acc = fmin(acc, (double)v);  // torch.amin(x, dim=-1)
     }
     part[threadIdx.x] = acc;
     __syncthreads();

@@ -13,7 +13,7 @@ void fused_kernel(float* out, const float* x, float scale, long rows, long cols)
         double acc = INFINITY;
         for (long i = r * cols; i < (r + 1) * cols; ++i) {
             float v = x[i];
-            acc = fmin(acc, v);  // torch.amin(x, dim=-1)
+            acc = fmin(acc, (double)v);  // torch.amin(x, dim=-1)
         }
         float v = (float)(acc);
         v = v * scale;  // x * self.scale

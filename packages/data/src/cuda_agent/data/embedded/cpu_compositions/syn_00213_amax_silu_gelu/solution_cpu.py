@@ -13,7 +13,7 @@ void fused_kernel(float* out, const float* x, long rows, long cols) {
         double acc = -INFINITY;
         for (long i = r * cols; i < (r + 1) * cols; ++i) {
             float v = x[i];
-            acc = fmax(acc, v);  // torch.amax(x, dim=-1)
+            acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
         }
         float v = (float)(acc);
         v = v / (1.f + expf(-v));  // F.silu(x)

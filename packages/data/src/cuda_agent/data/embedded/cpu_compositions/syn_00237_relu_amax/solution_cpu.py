@@ -14,7 +14,7 @@ void fused_kernel(float* out, const float* x, long rows, long cols) {
         for (long i = r * cols; i < (r + 1) * cols; ++i) {
             float v = x[i];
             v = v > 0.f ? v : 0.f;  // torch.relu(x)
-            acc = fmax(acc, v);  // torch.amax(x, dim=-1)
+            acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
         }
         float v = (float)(acc);
         out[r] = v;

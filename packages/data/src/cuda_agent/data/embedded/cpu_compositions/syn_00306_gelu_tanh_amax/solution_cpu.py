@@ -14,7 +14,7 @@ void fused_kernel(float* out, const float* x, long rows, long cols) {
         for (long i = r * cols; i < (r + 1) * cols; ++i) {
             float v = x[i];
             v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));  // F.gelu(x, approximate="tanh")
-            acc = fmax(acc, v);  // torch.amax(x, dim=-1)
+            acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
         }
         float v = (float)(acc);
         out[r] = v;

@@ -14,7 +14,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long co
     for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
         float v = x[i];
         v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));  // F.gelu(x, approximate="tanh")
-        acc = fmax(acc, v);  // torch.amax(x, dim=-1)
+        acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
     }
     part[threadIdx.x] = acc;
     __syncthreads();

@@ -1,0 +1,67 @@
+"""The reference solutions written for synthesized chains: the embedded set's files are what
+``cpu_solution`` and ``cuda_solution`` write for its compositions (regenerated from the seeds
+that made them), the CUDA ones pass the sandbox's static checks, and on a GPU they are correct."""
+
+from __future__ import annotations
+
+import json
+import random
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.data import compose, cpu_solution, load_embedded
+from cuda_agent.data.catalogue import catalogue
+from cuda_agent.data.solutions import cuda_solution
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+from cuda_agent.kernel_sandbox.static_checks import check_candidate_source
+
+ROOT = Path(str(resources.files("cuda_agent.data") / "embedded" / "cpu_compositions"))
+
+
+def _compositions():
+    rows = [json.loads(line) for line in (ROOT / "manifest.jsonl").read_text().splitlines()]
+    # `cuda-agent synth --seed 1 --max-ops 3 --teachable` drew candidate i under Random("1:i")
+    return [compose(random.Random(f"1:{r['index']}"), r["index"], 3, teachable=True)
+            for r in rows if r["kept"]]  # fmt: skip
+
+
+def test_the_shipped_solutions_are_what_the_writers_write_for_their_compositions():
+    compositions = _compositions()
+    assert len(compositions) == 200
+    for c in compositions:
+        assert cpu_solution(c) == (ROOT / c.name / "solution_cpu.py").read_text(), c.name
+        cuda = (ROOT / c.name / "solution_cuda_compact.py").read_text()
+        assert cuda_solution(c) == cuda, c.name
+        assert check_candidate_source(cuda) == [], c.name
+
+
+def test_a_reduction_is_a_block_per_row_and_mixes_no_float_into_double_calls():
+    """NVRTC has no fmax(double, float): a max or min accumulates (double)v (the H200 rejected
+    all 7 amax/amin kernels of the first run with 'more than one instance of overloaded
+    function')."""
+    reductions = {n for n, op in catalogue().items() if op.reduce is not None}
+    seen = set()
+    for c in _compositions():
+        reduced = [s.op for s in c.steps if s.op in reductions]
+        if not reduced:
+            continue
+        seen.add(reduced[0])
+        source = cuda_solution(c)
+        assert "__shared__ double part[256];" in source and "grid=(x.numel() // cols,)" in source
+        for call in ("fmax(acc, v)", "fmin(acc, v)"):
+            assert call not in source, c.name
+    assert {"amax", "amin", "sum", "mean"} <= seen
+
+
+@pytest.mark.gpu
+def test_the_embedded_cuda_solutions_pass_the_sandbox_on_a_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    tasks = load_embedded().tasks()
+    with Sandbox(SandboxConfig(backend="cuda", time_compile=False)) as box:
+        results = box.evaluate_many([(t, t.compact_solutions["cuda"]) for t in tasks])
+    failed = {t.name: r.message[:200] for t, r in zip(tasks, results, strict=True) if not r.correct}
+    assert not failed
