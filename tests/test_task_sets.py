@@ -60,3 +60,15 @@ def test_the_compact_set_is_the_starter_suite_and_more_short_kernels_never_heldo
     assert not names & set(HELDOUT) and [t.name for t in heldout] == sorted(HELDOUT)
     for t in train:  # what the warm start teaches on the GPU is the short form
         assert warmstart_solution(t, "cuda", "compact") == t.compact_solutions["cuda"]
+
+
+def test_the_h200_preset_teaches_every_training_task_a_compact_cuda_kernel_and_holds_out_six():
+    from cuda_agent.runner.budget import warmstart_solution
+    from cuda_agent.runner.config import read_toml
+
+    config = TrainConfig(**read_toml("h200"))
+    train, heldout = task_sets(config)
+    assert len(train) == 16 + 200 and [t.name for t in heldout] == sorted(HELDOUT)
+    assert not {t.source for t in train} & {t.source for t in heldout}
+    for t in train:
+        assert warmstart_solution(t, "cuda", "compact") == t.compact_solutions["cuda"], t.name
