@@ -142,7 +142,14 @@ class ValueModel:
                 "from it before?); pass another adapter_name"
             )
         add_value_adapter(peft_model, policy.config, policy.device, adapter_name, rank, alpha)
-        return cls(OwnAdapter(peft_model, policy, adapter_name, rank, alpha))
+        backbone = OwnAdapter(peft_model, policy, adapter_name, rank, alpha)
+        # One switch to the value adapter and back now: peft's first `set_adapter` replaces
+        # every LoRA layer's active-adapter attribute with a new object, which the policy's
+        # compiled decoding step is guarded on; after the first critic forward it compiled
+        # again (21.7 s on the H200). Done here, before any decoding, the step compiles once.
+        with backbone.active():
+            pass
+        return cls(backbone)
 
     @classmethod
     def separate(cls, config: PolicyConfig) -> ValueModel:
