@@ -7,7 +7,9 @@ line, each C statement followed by the forward expression it computes).
 ``cuda_solution(composition)`` writes the same statements as one CUDA kernel in the built-in
 compact CUDA solutions' form (``launch.cuda_kernel``, NVRTC): a thread per element, or for a
 reduction a block per row whose threads combine their partial accumulators in shared memory
-(``Reduction.combine``), as the built-in ``row_sum`` does. Chains it can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
+(``Reduction.combine``), as the built-in ``row_sum`` does.
+
+Chains they can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
 ``Op.reduce``), at most one reduction, no second input after it. A warm start teaches these;
 each is checked in the sandbox like any candidate before it is kept (``filters.py``).
 """
@@ -15,10 +17,12 @@ each is checked in the sandbox like any candidate before it is kept (``filters.p
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
 
-from .catalogue import catalogue
+from .catalogue import Reduction, catalogue
 from .compose import Composition, forward_lines
+
+NAME = "fused_kernel"  # one name for every chain (an op's own name can be libm's: tanh)
 
 
 def can_write(composition: Composition) -> bool:
@@ -35,9 +39,29 @@ def can_write(composition: Composition) -> bool:
     return True
 
 
-def _statements(composition: Composition) -> tuple[list[str], list[str], Any]:
-    """The C statements of the ops before the reduction and after it, and the reduction's step
-    (None without one); each statement ends with the forward line it computes."""
+@dataclass(frozen=True)
+class _Chain:
+    """What both writers need of a chain: the C statements of the ops before the reduction and
+    after it (each ending with the forward line it computes), the reduction and its forward
+    line (None and "" without one), the parameters' and input tensors' names."""
+
+    before: list[str]
+    after: list[str]
+    reduce: Reduction | None
+    reduction_line: str
+    params: list[str]
+    tensors: list[str]
+
+    @property
+    def args(self) -> str:
+        """The kernel's parameters before its sizes."""
+        return ", ".join(
+            ["float* out", *(f"const float* {t}" for t in self.tensors)]
+            + [f"float {p}" for p in self.params]
+        )
+
+
+def _chain(composition: Composition) -> _Chain:
     if not can_write(composition):
         raise ValueError(f"{composition.name}: no C form for the chain {composition.ops}")
     ops = catalogue()
@@ -45,11 +69,12 @@ def _statements(composition: Composition) -> tuple[list[str], list[str], Any]:
     after: list[str] = []
     target = before
     chain = [ops[step.op] for step in composition.steps]
-    reduction = next((s for s in composition.steps if ops[s.op].kind == "reduction"), None)
+    reduce, reduction_line = None, ""
     for op, step, torch_line in zip(
         chain, composition.steps, forward_lines(chain, composition.steps), strict=True
     ):
         if op.reduce is not None:
+            reduce, reduction_line = op.reduce, torch_line
             target = after
             continue
         renamed = op.c
@@ -57,21 +82,17 @@ def _statements(composition: Composition) -> tuple[list[str], list[str], Any]:
             renamed = _rename(renamed, p.name, new)
         # each C line says which line of the reference's forward it is
         target.append(f"v = {renamed.format(y=f'{step.operand}[i]')};  // {torch_line}")
-    return before, after, reduction
+    params = [p for step in composition.steps for p in step.params]
+    tensors = [n for n, _ in composition.inputs]
+    return _Chain(before, after, reduce, reduction_line, params, tensors)
 
 
 def cpu_solution(composition: Composition) -> str:
     """The C-kernel ``ModelNew`` source for ``composition``; ValueError if ``can_write`` is
     false."""
-    before, after, reduction = _statements(composition)
-    ops = catalogue()
-    name = "fused_kernel"  # one name for every chain (an op's own name can be libm's: tanh)
-    params = [p for step in composition.steps for p in step.params]
-    tensors = [n for n, _ in composition.inputs]
-    args = ", ".join(
-        ["float* out", *(f"const float* {t}" for t in tensors), *(f"float {p}" for p in params)]
-    )
-    if reduction is None:
+    c = _chain(composition)
+    before, after, reduce, name, args = c.before, c.after, c.reduce, NAME, c.args
+    if reduce is None:
         loop = [
             f"void {name}({args}, long n) {{",
             "    #pragma omp parallel for",
@@ -85,9 +106,6 @@ def cpu_solution(composition: Composition) -> str:
         sizes = "x.numel()"
         empty = "torch.empty_like(x)"
     else:
-        reduce = ops[reduction.op].reduce
-        assert reduce is not None
-        reduction_line = forward_lines([ops[reduction.op]], [reduction])[0]
         loop = [
             f"void {name}({args}, long rows, long cols) {{",
             "    #pragma omp parallel for",
@@ -96,7 +114,7 @@ def cpu_solution(composition: Composition) -> str:
             "        for (long i = r * cols; i < (r + 1) * cols; ++i) {",
             "            float v = x[i];",
             *(f"            {line}" for line in before),
-            f"            {reduce.step};  // {reduction_line}",
+            f"            {reduce.step};  // {c.reduction_line}",
             "        }",
             f"        float v = (float)({reduce.finish});",
             *(f"        {line}" for line in after),
@@ -107,24 +125,18 @@ def cpu_solution(composition: Composition) -> str:
         sizes = "x.numel() // x.shape[-1], x.shape[-1]"
         empty = "torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)"
     kernel = "\n".join(["#include <math.h>", "", *loop])
-    call = ", ".join(["out", *tensors, *(f"self.{p}" for p in params), sizes])
-    return _module(composition, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({call})"])
+    call = ", ".join(["out", *c.tensors, *(f"self.{p}" for p in c.params), sizes])
+    return _module(c, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({call})"])
 
 
 def cuda_solution(composition: Composition) -> str:
     """The CUDA-kernel ``ModelNew`` source for ``composition`` (module docstring);
     ValueError if ``can_write`` is false."""
-    before, after, reduction = _statements(composition)
-    ops = catalogue()
-    name = "fused_kernel"
-    params = [p for step in composition.steps for p in step.params]
-    tensors = [n for n, _ in composition.inputs]
-    args = ", ".join(
-        ["float* out", *(f"const float* {t}" for t in tensors), *(f"float {p}" for p in params)]
-    )
-    scalars = ", ".join([*(f"self.{p}" for p in params)])
-    tail = f", {scalars}" if scalars else ""
-    if reduction is None:
+    c = _chain(composition)
+    before, after, reduce, name, args = c.before, c.after, c.reduce, NAME, c.args
+    tensors = ", ".join(c.tensors)
+    tail = "".join(f", self.{p}" for p in c.params)
+    if reduce is None:
         kernel = [
             f'extern "C" __global__ void {name}({args}, long long n) {{',
             "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
@@ -137,13 +149,10 @@ def cuda_solution(composition: Composition) -> str:
         body = [
             "out = torch.empty_like(x)",
             "n = x.numel()",
-            f"args = (out, {', '.join(tensors)}{tail}, n)",
+            f"args = (out, {tensors}{tail}, n)",
             f"{name}(grid=((n + 255) // 256,), block=(256,), args=args)",
         ]
     else:
-        reduce = ops[reduction.op].reduce
-        assert reduce is not None
-        reduction_line = forward_lines([ops[reduction.op]], [reduction])[0]
         combine = reduce.combine.format(a="part[threadIdx.x]", b="o")
         kernel = [
             # NVRTC has no math.h: INFINITY (a max's or min's start) is spelled out
@@ -159,7 +168,7 @@ def cuda_solution(composition: Composition) -> str:
             "    for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {",
             "        float v = x[i];",
             *(f"        {line}" for line in before),
-            f"        {reduce.step};  // {reduction_line}",
+            f"        {reduce.step};  // {c.reduction_line}",
             "    }",
             "    part[threadIdx.x] = acc;",
             "    __syncthreads();",
@@ -180,18 +189,16 @@ def cuda_solution(composition: Composition) -> str:
         body = [
             "cols = x.shape[-1]",
             "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
-            f"args = (out, {', '.join(tensors)}{tail}, cols)",
+            f"args = (out, {tensors}{tail}, cols)",
             f"{name}(grid=(x.numel() // cols,), block=(256,), args=args)",
         ]
-    return _module(composition, "cuda_kernel", "\n".join(kernel), body)
+    return _module(c, "cuda_kernel", "\n".join(kernel), body)
 
 
-def _module(composition: Composition, launcher: str, kernel: str, body: list[str]) -> str:
+def _module(chain: _Chain, launcher: str, kernel: str, body: list[str]) -> str:
     """A ``ModelNew`` module: ``kernel`` through ``launch.<launcher>``, its parameters as
     attributes, a forward that makes the inputs contiguous and runs ``body``."""
-    name = "fused_kernel"
-    params = [p for step in composition.steps for p in step.params]
-    tensors = [n for n, _ in composition.inputs]
+    name, params, tensors = NAME, chain.params, chain.tensors
     init = [f"        self.{p} = {p}" for p in params]
     signature = ", ".join(["self", *(f"{p}: float" for p in params)])
     contiguous = (
