@@ -191,7 +191,7 @@ def update(
                 s,
                 ref_all[part, :width].to(device) if ref_all is not None else None,
             )
-            optimizer.backward(loss * world if world > 1 else loss)
+            optimizer.backward(loss * world)  # collective.py: the gradients are averaged
             for key in ("tokens", "clip_fraction", "kl"):
                 sums[key] += stats[key]
             if out.entropy is not None:
@@ -209,7 +209,7 @@ def update(
                     total,
                     s,
                 )
-                critic_optimizer.backward(vloss * world if world > 1 else vloss)
+                critic_optimizer.backward(vloss * world)
                 sums["value_loss"] += vloss.item()
         ratios += checked
         reason = _out_of_bounds(checked, sums, config)
