@@ -265,10 +265,9 @@ def test_a_slots_candidate_worker_builds_for_the_compile_actors_architecture():
     # ("9.0+PTX" against the compile actor's "9.0") and ninja rebuilt, on the GPU slot, every
     # extension the compile actor had built. The slot's worker names the same list.
     from cuda_agent.kernel_sandbox._parent.pool import Worker
-    from cuda_agent.kernel_sandbox.ray_sandbox import _build_for
 
     with Sandbox(_config(workers=1)) as slot_pool:
-        _build_for(slot_pool, "9.0")
+        slot_pool._build_for("9.0")  # what a slot actor does with its architecture
         compile_env = Worker(slot_pool.config, 0, "compile", cuda_arch="9.0")._env()
         for slot in slot_pool._slots:
             candidate_env = slot.candidate._env()

@@ -147,12 +147,12 @@ def _result(data: EvalResult, **extra: Any) -> EvalResult:
 # ----------------------------------------------------------------------------------- actors
 class SlotActor:
     """One slot of the pool: a one-slot local ``Sandbox`` on this actor's node, whose candidate
-    worker builds for the architecture the compile actors build for (``_build_for``)."""
+    worker builds for the architecture the compile actors build for (``Sandbox._build_for``)."""
 
     def __init__(self, config: SandboxConfig) -> None:
         self.sandbox = Sandbox(config)
         self.arch = _cuda_arch() if self.sandbox.backend == "cuda" else ""
-        _build_for(self.sandbox, self.arch)
+        self.sandbox._build_for(self.arch)
 
     def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
         return self.sandbox.evaluate(task, source, **options)
@@ -166,14 +166,6 @@ class SlotActor:
 
     def pid(self) -> int:
         return os.getpid()
-
-
-def _build_for(sandbox: Sandbox, arch: str) -> None:
-    """``sandbox``'s candidate workers build for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as in a
-    local pool with compile workers. Left unset, torch derives other nvcc flags from the device
-    ("9.0+PTX", the compile actor's "9.0") and ninja rebuilds what a compile actor built."""
-    for slot in sandbox._slots:
-        slot.candidate.cuda_arch = arch
 
 
 class CompileActor:

@@ -86,8 +86,7 @@ class Sandbox:
         self._compilers: queue.Queue[Worker] = queue.Queue()
         arch = _cuda_arch() if self.config.compile_workers else ""
         if arch:
-            for slot in self._slots:
-                slot.candidate.cuda_arch = arch
+            self._build_for(arch)
             for i in range(self.config.compile_workers):
                 self._compilers.put(Worker(self.config, i, "compile", cuda_arch=arch))
         self._n_compilers = self._compilers.qsize()
@@ -99,6 +98,14 @@ class Sandbox:
         self._closed = False
         self._lock = threading.Lock()
         self._baselines = BaselineCache()
+
+    def _build_for(self, arch: str) -> None:
+        """The candidate workers build extensions for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as the
+        compile workers do, so both build the same thing and a built extension is loaded, not
+        built again (left unset, torch derives other nvcc flags from the device: "9.0+PTX"
+        against "9.0")."""
+        for slot in self._slots:
+            slot.candidate.cuda_arch = arch
 
     @property
     def backend(self) -> str:
