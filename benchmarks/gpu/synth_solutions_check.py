@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime as dt
 import json
-import os
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +23,9 @@ import torch
 
 from cuda_agent.data import load_embedded
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import provenance
 
 
 def main() -> None:
@@ -33,13 +35,9 @@ def main() -> None:
     args = parser.parse_args()
     tasks = [t for t in load_embedded().tasks() if "cuda" in t.compact_solutions]
     tasks = tasks[: args.limit] if args.limit else tasks
+    command = "python benchmarks/gpu/synth_solutions_check.py OUT.json"
     report: dict = {
-        "benchmark": "synth_solutions_check",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
-        "torch": torch.__version__,
-        "commit": os.environ.get("CUDA_AGENT_COMMIT", ""),
-        "command": "python benchmarks/gpu/synth_solutions_check.py OUT.json",
+        **provenance("synth_solutions_check", command, torch.cuda.device_count()),
         "tasks": len(tasks),
         "results": [],
     }
