@@ -1,5 +1,6 @@
 """Pure reward functions from a kernel evaluation outcome (or a trajectory of them) to a scalar,
-and the benchmark metrics over per-task outcomes (`metrics`: pass rate, fast_p, pass@k).
+the benchmark metrics over per-task outcomes (`metrics`: pass rate, fast_p, pass@k) and how
+sure they are (`confidence`: bootstrap intervals over tasks, paired gains).
 
 Standard library only; reads any object satisfying the `EvalOutcome` protocol.
 """
@@ -24,6 +25,14 @@ from cuda_agent.reward._src.trajectory import (
     discounted_sum,
     last_turn,
 )
+from cuda_agent.reward.confidence import (
+    Interval,
+    bootstrap_mean,
+    intervals,
+    paired_bootstrap,
+    paired_gains,
+    task_values,
+)
 from cuda_agent.reward.metrics import (
     TaskOutcome,
     fast_p,
@@ -38,25 +47,31 @@ from cuda_agent.reward.metrics import (
 __all__ = [
     "Baseline",
     "EvalOutcome",
+    "Interval",
     "MilestoneValues",
     "TaskOutcome",
     "TieredValues",
     "best_turn",
+    "bootstrap_mean",
     "discounted_returns",
     "discounted_sum",
     "fast_p",
     "faster_than",
     "format_reward",
     "geomean_speedup",
+    "intervals",
     "is_faster",
     "last_turn",
     "log_speedup_reward",
     "mean_pass_at_k",
     "milestone_reward",
     "outcome_speedup",
+    "paired_bootstrap",
+    "paired_gains",
     "pass_at_k",
     "pass_rate",
     "speedup",
     "summary",
+    "task_values",
     "tiered_reward",
 ]
