@@ -7,6 +7,7 @@ import torch
 
 from cuda_agent.rl_core._src.aggregation import Count, check_mask, masked_token_mean
 from cuda_agent.rl_core._src.kl import kl_k3
+from cuda_agent.rl_core._src.log_ratio import clamped_log_ratio
 
 
 def clip_fraction(
@@ -21,13 +22,14 @@ def clip_fraction(
     """Share of kept tokens whose ratio lies outside the clip range, a scalar in [0, 1].
 
         mean_{kept bt} 1[rho_bt < 1 - eps_low  or  rho_bt > 1 + eps_high],
-        rho_bt = exp(logprobs_bt - old_logprobs_bt)
+        rho_bt = exp(clamp(logprobs_bt - old_logprobs_bt, -20, 20))
 
     The PPO diagnostic (arXiv 1707.06347): a large value means the update steps too far from
-    the policy that sampled the data. Counts regardless of the advantage's sign.
-    `num_tokens` as in `masked_token_mean` (sum over micro-batches).
+    the policy that sampled the data. The log-ratio's clamp is the policy loss's
+    (`_src/log_ratio.py`); it moves no ratio across the clip range. Counts regardless of the
+    advantage's sign. `num_tokens` as in `masked_token_mean` (sum over micro-batches).
     """
-    ratio_bt = torch.exp(logprobs_bt.detach() - old_logprobs_bt.detach())
+    ratio_bt = torch.exp(clamped_log_ratio(logprobs_bt.detach(), old_logprobs_bt))
     outside_bt = (ratio_bt < 1.0 - eps_low) | (ratio_bt > 1.0 + eps_high)
     return masked_token_mean(outside_bt.to(ratio_bt.dtype), mask_bt, num_tokens=num_tokens)
 
@@ -40,7 +42,7 @@ def approx_kl_k3(logprobs_bt: torch.Tensor, ref_logprobs_bt: torch.Tensor) -> to
     Schulman, "Approximating KL divergence" (2020): unbiased for tokens sampled from the
     policy, lower variance than -r. Used as GRPO's KL penalty (arXiv 2402.03300). Computed as
     `expm1(r) - r` to keep precision for small r. Gradients flow through `logprobs_bt` only.
-    The same as `kl_k3` without clamping.
+    The same as `kl_k3` without `clamp`: its log-ratio is still clamped to +-20.
     """
     return kl_k3(logprobs_bt, ref_logprobs_bt)
 
@@ -59,7 +61,7 @@ def approx_kl(
     The k3 estimate (Schulman 2020) of KL(old || policy) per token, unbiased because the
     tokens were sampled from the old policy; PPO implementations log it (CleanRL's
     `approx_kl`) and some stop an epoch early when it grows. `num_tokens` as in
-    `masked_token_mean`.
+    `masked_token_mean`. The log-ratio is clamped to +-20, as in `kl_k3`.
     """
     kl_bt = kl_k3(old_logprobs_bt.detach(), logprobs_bt.detach())
     return masked_token_mean(kl_bt, mask_bt, num_tokens=num_tokens)

@@ -20,12 +20,9 @@ from typing import Literal, NamedTuple
 import torch
 
 from cuda_agent.rl_core._src.aggregation import check_mask
+from cuda_agent.rl_core._src.log_ratio import MAX_LOG_RATIO, clamped_log_ratio
 
 RatioLevel = Literal["token", "sequence", "geometric"]
-
-# exp(20) ~ 4.9e8: a sequence log-ratio (a sum over thousands of tokens) can exceed the
-# float range; beyond this bound the ratio is out of any sane range anyway.
-_MAX_LOG_RATIO = 20.0
 
 
 class ImportanceRatioStats(NamedTuple):
@@ -55,7 +52,10 @@ def importance_log_ratio(
         sequence:  l_bt = sum_s m_bs l_bs                   (same value on every token of b)
         geometric: l_bt = sum_s m_bs l_bs / sum_s m_bs
 
-    Clamped to +-20 so that `exp` stays finite; detached.
+    Each token's log-ratio is clamped to +-20 (`_src/log_ratio.py`) and masked before the
+    sum; the result is clamped to +-20 again, since a sequence's log-ratio (a sum over
+    thousands of tokens) can pass the float range of `exp` with ordinary tokens. So `exp` of
+    it is finite for any log-probs but NaN, at any position. Detached.
     """
     kept_bt = check_mask(trainer_logprobs_bt, mask_bt)
     if sampler_logprobs_bt.shape != trainer_logprobs_bt.shape:
@@ -64,7 +64,7 @@ def importance_log_ratio(
             f"trainer_logprobs_bt {tuple(trainer_logprobs_bt.shape)}"
         )
     log_ratio_bt = torch.where(
-        kept_bt, trainer_logprobs_bt.detach() - sampler_logprobs_bt.detach(), 0
+        kept_bt, clamped_log_ratio(trainer_logprobs_bt.detach(), sampler_logprobs_bt), 0
     )
     if level == "token":
         pass
@@ -75,7 +75,7 @@ def importance_log_ratio(
         log_ratio_bt = torch.where(kept_bt, log_ratio_b1, 0)
     else:
         raise ValueError(f"unknown level {level!r}; use 'token', 'sequence' or 'geometric'")
-    return log_ratio_bt.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+    return log_ratio_bt.clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
 
 
 def truncated_importance_weights(
@@ -141,7 +141,8 @@ def importance_ratio_stats(
     Over kept tokens at the token level, over non-empty sequences otherwise. The effective
     sample size is Kong's (1992) `(sum w)^2 / (n sum w^2)`, 1 when all ratios are equal; the
     mismatch KL is the k3 estimate of KL(sampler || trainer) per kept token (the samples come
-    from the sampler). An empty mask gives mean 1, std 0, fractions 0 and ESS 1.
+    from the sampler), on token log-ratios clamped to +-20 like every ratio here. An empty
+    mask gives mean 1, std 0, fractions 0 and ESS 1.
     """
     low = 1.0 / high if low is None else low
     kept_bt = check_mask(trainer_logprobs_bt, mask_bt)
@@ -161,7 +162,7 @@ def importance_ratio_stats(
     variance = torch.where(kept_n, (ratio_n - mean).square(), 0).sum() / count
     sum_sq_ratio = torch.where(kept_n, ratio_n.square(), 0).sum()
     token_log_ratio_bt = torch.where(
-        kept_bt, trainer_logprobs_bt.detach() - sampler_logprobs_bt.detach(), 0
+        kept_bt, clamped_log_ratio(trainer_logprobs_bt.detach(), sampler_logprobs_bt), 0
     )
     k3_bt = torch.expm1(token_log_ratio_bt) - token_log_ratio_bt
     return ImportanceRatioStats(

@@ -3,6 +3,7 @@
 import torch
 
 from cuda_agent.rl_core._src.aggregation import check_mask
+from cuda_agent.rl_core._src.log_ratio import clamped_log_ratio
 
 
 def ppo_clipped_policy_loss(
@@ -16,7 +17,7 @@ def ppo_clipped_policy_loss(
 ) -> torch.Tensor:
     """Per-token clipped surrogate loss of PPO (arXiv 1707.06347), shape `[B, T]`.
 
-        rho_bt  = exp(logprobs_bt - old_logprobs_bt)
+        rho_bt  = exp(clamp(logprobs_bt - old_logprobs_bt, -20, 20))
         loss_bt = -min(rho_bt * A_bt, clip(rho_bt, 1 - eps_low, 1 + eps_high) * A_bt)
         dual clip (A_bt < 0 only):  loss_bt = min(loss_bt, -dual_clip * A_bt)
 
@@ -28,14 +29,22 @@ def ppo_clipped_policy_loss(
     broadcasts to it (`[B, 1]`: one advantage per sequence). Gradients flow only through
     `logprobs_bt`: the old log-probs and the advantages are constants of the update. Where
     a clip is active (rho > 1 + eps_high with A > 0, rho < 1 - eps_low with A < 0,
-    rho > dual_clip with A < 0) the gradient is exactly zero. Note: a log-ratio beyond ~88
-    (float32) overflows rho to inf.
+    rho > dual_clip with A < 0) the gradient is exactly zero.
+
+    The log-ratio is clamped to +-20 (as verl's PPO loss), and counts as 0 where both log-probs
+    are the same infinity (`_src/log_ratio.py` says why): unclamped, a log-ratio past ~88
+    overflows rho to inf in float32, which makes the loss NaN where A = 0 and, at a masked-out
+    position the aggregation ignores, the gradient NaN. So for any finite or infinite log-probs
+    (NaN excepted) and finite advantages, value and gradient are finite at every position; the
+    clamp changes nothing while |logprobs - old| <= 20, and beyond it the gradient is 0.
+    Advantages must be finite at masked positions too (the estimators here give 0 there): a
+    product with an infinite advantage has no finite gradient.
     """
     _check_ratio_inputs(logprobs_bt, old_logprobs_bt, advantages_bt, eps_low, eps_high)
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1 (typically 3), got {dual_clip}")
     advantages_bt = advantages_bt.detach()
-    ratio_bt = torch.exp(logprobs_bt - old_logprobs_bt.detach())
+    ratio_bt = torch.exp(clamped_log_ratio(logprobs_bt, old_logprobs_bt))
     clipped_ratio_bt = torch.clamp(ratio_bt, 1.0 - eps_low, 1.0 + eps_high)
     loss_bt = -torch.minimum(ratio_bt * advantages_bt, clipped_ratio_bt * advantages_bt)
     if dual_clip is None:
@@ -55,8 +64,9 @@ def gspo_policy_loss(
 ) -> torch.Tensor:
     """Per-token loss of GSPO with a sequence-level ratio (Zheng et al., arXiv 2507.18071), `[B, T]`.
 
-        s_b     = exp( (1 / |y_b|) sum_t m_bt * (logprobs_bt - old_logprobs_bt) )
-        s_bt    = sg[s_b] * exp(logprobs_bt - sg[logprobs_bt])     (value s_b, grad d logp_bt)
+        l_bt    = clamp(logprobs_bt - old_logprobs_bt, -20, 20)
+        s_b     = exp( (1 / |y_b|) sum_t m_bt * l_bt )
+        s_bt    = sg[s_b] * exp(l_bt - sg[l_bt])     (value s_b, grad d logp_bt)
         loss_bt = -min(s_bt * A_bt, clip(s_bt, 1 - eps_low, 1 + eps_high) * A_bt)
 
     The importance ratio is the geometric mean of the token ratios of a sequence, so the clip
@@ -65,11 +75,15 @@ def gspo_policy_loss(
     gradient is `-s_b A_b (1 / |y_b|) sum_t grad logp_bt`; with `[B, T]` advantages it lets
     them vary by token. The default clip range (3e-4, 4e-4) is the paper's: a sequence ratio
     moves far less than a token ratio. Gradients flow only through `logprobs_bt`.
+
+    Each token's log-ratio is clamped before the mean (`_src/log_ratio.py` says why), so `s_b`
+    lies in `[exp(-20), exp(20)]` and value and gradient are finite for any log-probs but NaN;
+    masked positions are dropped before the exponential whatever they hold.
     """
     _check_ratio_inputs(logprobs_bt, old_logprobs_bt, advantages_bt, eps_low, eps_high)
     kept_bt = check_mask(logprobs_bt, mask_bt)
     advantages_bt = advantages_bt.detach()
-    log_ratio_bt = torch.where(kept_bt, logprobs_bt - old_logprobs_bt.detach(), 0)
+    log_ratio_bt = torch.where(kept_bt, clamped_log_ratio(logprobs_bt, old_logprobs_bt), 0)
     seq_log_ratio_b1 = log_ratio_bt.sum(dim=-1, keepdim=True) / kept_bt.sum(
         dim=-1, keepdim=True
     ).clamp(min=1)
