@@ -78,14 +78,71 @@ def reference_values(
     critic: ValueModel, adapter: str | None, prompt: list[int], response: list[int]
 ) -> torch.Tensor:
     """float64 copy of the backbone with `adapter` active, one unpadded sequence, head by hand."""
+    return reference_values_and_bounds(critic, adapter, prompt, response)[0]
+
+
+# float32's unit roundoff u = 2^-24: one rounding moves a result by at most u times itself.
+FLOAT32_UNIT_ROUNDOFF = torch.finfo(torch.float32).eps / 2
+
+
+def reference_values_and_bounds(
+    critic: ValueModel, adapter: str | None, prompt: list[int], response: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`reference_values`, and how far the critic's float32 forward may land from each.
+
+    A float32 sum of n products lies within gamma_n sum_i |x_i y_i|, gamma_n = n u / (1 - n u),
+    of the exact one (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., 3.1).
+    A value is such a sum, the head `h . w + b`, at the end of a chain of them from the
+    embeddings. To first order the chain's relative errors add (RMSNorm brings every layer's
+    input back to unit scale, so they do not compound), which bounds the error by
+    `n u (|h| |w| + |b|)` (normwise: an error in `h` has no reason to follow `h`'s sign pattern)
+    with n the summed length of the reductions on the way: per layer the q/k/v projections
+    (hidden), the attention scores (head dim), softmax's denominator and the weighted sum over
+    positions (2 x sequence), the output projection (hidden), the MLP (hidden, then
+    intermediate) and two RMSNorms (2 x hidden); then the final norm and the head (2 x hidden).
+    LoRA's rank-r sums run beside the projections and add no length; elementwise steps
+    (rotary, exp, SiLU, rsqrt) add a few u each, within the slack of a worst-case bound.
+    For the tiny model n is about 700: the bound is ~4e-4 at |h| |w| ~ 11, while CPUs were
+    measured 4 to 31 u |h| |w| away (vector widths and BLAS kernels differ), and the bugs this
+    checks (a wrong position, a wrong adapter) move values by 1e-2 to 5.
+    """
     model = copy.deepcopy(critic.model).double().eval()
+    config = model.config
     if adapter is not None:
         model.set_adapter(adapter)
         model = model.get_base_model()
     with torch.no_grad():
         hidden = model.get_decoder()(input_ids=torch.tensor([prompt + response])).last_hidden_state
     states = hidden[0, len(prompt) - 1 : len(prompt) - 1 + len(response)]
-    return states @ critic.head.weight.double()[0] + critic.head.bias.double()[0]
+    weight, bias = critic.head.weight.double()[0], critic.head.bias.double()[0]
+    values = states @ weight + bias
+    hidden_size, sequence = config.hidden_size, len(prompt) + len(response)
+    per_layer = (
+        3 * hidden_size  # q/k/v, output projection, MLP up and gate
+        + hidden_size // config.num_attention_heads  # attention scores
+        + 2 * sequence  # softmax denominator, weighted sum over positions
+        + config.intermediate_size  # MLP down
+        + 2 * hidden_size  # two RMSNorms
+    )
+    length = config.num_hidden_layers * per_layer + 2 * hidden_size  # final norm, head
+    magnitude = states.norm(dim=-1) * weight.norm() + bias.abs()
+    return values, length * FLOAT32_UNIT_ROUNDOFF * magnitude
+
+
+def assert_close_to_reference(
+    values_r: torch.Tensor,
+    critic: ValueModel,
+    adapter: str | None,
+    prompt: list[int],
+    response: list[int],
+) -> None:
+    """The critic's float32 values of one sequence against the float64 reference, within the
+    rounding bound of `reference_values_and_bounds` (not a tolerance fitted to one CPU)."""
+    expected, bound = reference_values_and_bounds(critic, adapter, prompt, response)
+    error = (values_r.detach().double() - expected).abs()
+    assert (error <= bound).all(), (
+        f"error {error.tolist()} beyond the float32 bound {bound.tolist()}"
+    )
 
 
 def test_values_are_the_head_on_the_value_adapters_hidden_states(
@@ -101,14 +158,13 @@ def test_values_are_the_head_on_the_value_adapters_hidden_states(
     assert out.values.requires_grad
     for b, (prompt, response) in enumerate(zip(prompts, RESPONSES, strict=True)):
         assert out.mask[b].tolist() == [True] * len(response) + [False] * (width - len(response))
-        expected = reference_values(critic, "value", prompt, response)
-        torch.testing.assert_close(
-            out.values[b, : len(response)].double(), expected, atol=1e-5, rtol=1e-5
-        )
+        assert_close_to_reference(out.values[b, : len(response)], critic, "value", prompt, response)
         assert (out.values[b, len(response) :] == 0).all()
         # The policy's adapter gives other hidden states: the value adapter is the one in use.
+        # Far enough from the bound that the check above tells the two adapters apart.
+        expected, bound = reference_values_and_bounds(critic, "value", prompt, response)
         with_policy_adapter = reference_values(critic, "default", prompt, response)
-        assert not torch.allclose(expected, with_policy_adapter, atol=1e-3)
+        assert ((expected - with_policy_adapter).abs() > 10 * bound).any()
 
 
 def test_padding_does_not_change_per_sequence_values(
@@ -243,11 +299,8 @@ def test_a_fully_fine_tuned_policy_shares_its_backbone(
     ]
     perturb(critic.head.parameters(), seed=2)
     for b, (prompt, response) in enumerate(zip(prompts, RESPONSES, strict=True)):
-        torch.testing.assert_close(
-            values(critic, prompts)[b, : len(response)].double(),
-            reference_values(critic, None, prompt, response),
-            atol=1e-5,
-            rtol=1e-5,
+        assert_close_to_reference(
+            values(critic, prompts)[b, : len(response)], critic, None, prompt, response
         )
     before = logprobs(policy, prompts)
     critic.values(prompts, RESPONSES).values.sum().backward()
@@ -331,11 +384,8 @@ def test_a_separate_smaller_critic(
     critic.eval()
     for b, (prompt, response) in enumerate(zip(prompts, RESPONSES, strict=True)):
         adapter = critic.adapter_name
-        torch.testing.assert_close(
-            values(critic, prompts)[b, : len(response)].double(),
-            reference_values(critic, adapter, prompt, response),
-            atol=1e-5,
-            rtol=1e-5,
+        assert_close_to_reference(
+            values(critic, prompts)[b, : len(response)], critic, adapter, prompt, response
         )
 
     critic.save(tmp_path / "saved")
