@@ -219,9 +219,12 @@ def test_auto_settings_are_decided_for_the_cluster_not_this_host():
     two_gpu_nodes = {"CPU": 64.0, "GPU": 8.0}
     cuda = cluster_config(SandboxConfig(), two_gpu_nodes, nodes=2)
     assert (cuda.backend, cuda.workers, cuda.compile_workers) == ("cuda", 8, 8)
-    assert cuda.threads_per_worker == 8  # 32 CPUs a node over its 4 slots
+    # A node's 32 CPUs, less the compile workers' quarter, over its 4 GPU slots: 6 lanes each,
+    # and a thread per worker.
+    assert (cuda.lanes_per_gpu, cuda.threads_per_worker) == (6, 1)
     cpu = cluster_config(SandboxConfig(backend="cpu"), {"CPU": 16.0}, nodes=1)
     assert (cpu.workers, cpu.compile_workers, cpu.threads_per_worker) == (8, 0, 2)
+    assert cpu.lanes_per_gpu == 1  # each CPU slot actor is one lane, as before
     fixed = cluster_config(SandboxConfig(workers=3, threads_per_worker=5), {"CPU": 4.0})
     assert (fixed.backend, fixed.workers, fixed.threads_per_worker) == ("cpu", 3, 5)
 
@@ -269,6 +272,6 @@ def test_a_slots_candidate_worker_builds_for_the_compile_actors_architecture():
     with Sandbox(_config(workers=1)) as slot_pool:
         slot_pool._build_for("9.0")  # what a slot actor does with its architecture
         compile_env = Worker(slot_pool.config, 0, "compile", cuda_arch="9.0")._env()
-        for slot in slot_pool._slots:
-            candidate_env = slot.candidate._env()
+        for lane in slot_pool._lanes.lanes:
+            candidate_env = lane.candidate._env()
             assert candidate_env["TORCH_CUDA_ARCH_LIST"] == compile_env["TORCH_CUDA_ARCH_LIST"]

@@ -4,7 +4,7 @@ from .config import TOLERANCE_PRESETS, Deadlines, SandboxConfig, Tolerances
 from .errors import CandidateError, CompileError, TaskError
 from .ray_sandbox import RaySandbox
 from .result import STATUSES, EvalResult, Status, TrialOutcome
-from .sandbox import Sandbox, evaluate_solutions
+from .sandbox import BaselineStatus, Sandbox, evaluate_solutions
 from .tasks import STARTER_SUITE, Task, builtin_tasks, load_task, load_tasks, task_from_source
 from .validate import (
     TaskFinding,
@@ -18,6 +18,7 @@ __all__ = [
     "STARTER_SUITE",
     "STATUSES",
     "TOLERANCE_PRESETS",
+    "BaselineStatus",
     "CandidateError",
     "CompileError",
     "Deadlines",

@@ -16,12 +16,16 @@ Messages we send: ``{"type": "ready"}``; ``{"type": "phase", "phase": ...}`` whe
 with its own deadline starts; ``{"type": "check", "index": i, "outputs": [...], "inputs":
 [...]}`` after a trial, and ``{"type": "buffer", "bytes": n}`` before outputs are written to
 the slot's device buffer (``_shared.device_exchange``); the parent answers each with one
-``{"type": "checked", ...}`` line; and ``{"type": "result", "result": {...}}``. A
-*device_buffer* job (reference workers) provides that buffer.
+``{"type": "checked", ...}`` line; ``{"type": "gate", "hold": "read" | "write"}`` before
+a section of device work, answered once the device's timing gate lets it through, and
+``{"type": "gate", "hold": "none"}`` after it, not answered (``_shared.sections``); and
+``{"type": "result", "result": {...}}``. A *device_buffer* job (reference workers) provides
+that buffer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -118,6 +122,18 @@ def _warm_cuda(runs_candidates: bool) -> int:
     return pinned
 
 
+def _share_gpu(role: str, lanes: int) -> None:
+    """With several lanes on the GPU, a candidate worker's allocations are capped at its share
+    (a quarter of the GPU, or half with two lanes), so a candidate that takes all the memory it
+    can runs out of its own and its neighbours' jobs still fit."""
+    if role != "candidate" or lanes <= 1:
+        return
+    import torch
+
+    with contextlib.suppress(Exception):
+        torch.cuda.set_per_process_memory_fraction(max(1.0 / lanes, 0.25 if lanes > 2 else 0.5))
+
+
 def _warm_checks(device: str) -> None:
     """The first use of the runtime checks' dispatch mode and of poisoned allocations imports
     ``torch._dynamo`` (about 1 s here, several on some hosts): pay it at start, not in a job."""
@@ -150,7 +166,11 @@ def main() -> None:
     # Candidate and compile workers run candidate code; the reference worker runs only trusted
     # task code (and torch.compile, whose precompiled headers exceed the output cap), so none
     # of the confinement below applies there.
-    runs_candidates = os.environ.get("CUDA_AGENT_ROLE") != "reference"
+    role = os.environ.get("CUDA_AGENT_ROLE", "candidate")
+    runs_candidates = role != "reference"
+    from ._shared import trace as _trace
+
+    _trace.open_from_env(role)  # before the confinement below: the file stays writable
     if runs_candidates:
         limits.limit_resources(int(os.environ.get("CUDA_AGENT_MAX_OUTPUT", str(64 << 20))))
 
@@ -176,9 +196,10 @@ def main() -> None:
         ReferenceCheck,
         TrivialAnswersRequest,
     )
+    from ._shared.sections import Sections
 
     # Jobs that run only task code (served by reference workers): (message, handler).
-    task_jobs: dict[str, tuple[Any, Callable[[Any, Path], dict[str, Any]]]] = {
+    task_jobs: dict[str, tuple[Any, Callable[[Any, Path, Sections], dict[str, Any]]]] = {
         "reference": (ReferenceCheck, reference_check),
         "baseline": (BaselineRequest, reference_baseline),
         "validate": (TrivialAnswersRequest, trivial_answers),
@@ -192,6 +213,7 @@ def main() -> None:
     if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
         identity["device"] = torch.cuda.get_device_name(0)
         pinned = _warm_cuda(runs_candidates)
+        _share_gpu(role, int(os.environ.get("CUDA_AGENT_LANES", "1")))
     if runs_candidates:
         _warm_checks("cuda" if identity["device"] != "cpu" else "cpu")
     # Files: candidate code may write only in this worker's home and the shared caches.
@@ -214,13 +236,25 @@ def main() -> None:
         **identity,
     }
     _send(channel, ready)
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        _send(channel, message)
+        answer = json.loads(inbox.readline() or "{}")
+        return answer if isinstance(answer, dict) else {}
+
+    def tell(message: dict[str, Any]) -> None:
+        _send(channel, message)
+
     try:
         for line in inbox:
             job = json.loads(line)
             if job.get("kind") in task_jobs:
                 message, handler = task_jobs[job["kind"]]
+                # A check runs inside the section of the candidate worker that asked for it.
+                gated = job["kind"] in ("baseline", "validate")
+                sections = Sections(ask, tell) if gated else Sections()
                 try:
-                    answer = handler(message.from_json(job), home)
+                    answer = handler(message.from_json(job), home, sections)
                 except Exception as exc:  # a harness bug: report it, keep serving
                     answer = {"reference_failed": f"{type(exc).__name__}: {exc}"}
                 _send(channel, {"type": "result", "result": answer, "retire": False})
@@ -235,23 +269,21 @@ def main() -> None:
                 shutil.rmtree(workdir, ignore_errors=True)
                 continue
 
-            def ask(message: dict[str, Any]) -> dict[str, Any]:
-                _send(channel, message)
-                answer = json.loads(inbox.readline() or "{}")
-                return answer if isinstance(answer, dict) else {}
-
+            sections = Sections(ask, tell)
             try:
                 result = run_job(
                     Job.from_json(job),
                     workdir,
                     lambda p: _send(channel, {"type": "phase", "phase": p}),
                     ask,
+                    sections,
                 )
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}
-            retire = _context_is_poisoned(result)
-            if not retire:
-                _release_gpu_memory()
+            with sections.correctness("cleanup"):
+                retire = _context_is_poisoned(result)
+                if not retire:
+                    _release_gpu_memory()
             _send(channel, {"type": "result", "result": result, "retire": retire})
             os.chdir(home)
             shutil.rmtree(workdir, ignore_errors=True)

@@ -53,12 +53,26 @@ class Deadlines:
 class SandboxConfig:
     """How candidates are built, checked and timed.
 
-    ``backend="auto"`` picks ``cuda`` when torch sees a GPU, else ``cpu``. ``workers=0`` picks
-    one worker per GPU on CUDA and one per two cores on the CPU.
+    ``backend="auto"`` picks ``cuda`` when torch sees a GPU, else ``cpu``.
+
+    The pool is made of *lanes* on *devices*. A device is a GPU (on the CPU backend, the host is
+    the one device); each device has ``lanes_per_gpu`` lanes, each a candidate worker and a
+    reference worker, which build, check and verify candidates at once, while a timing gate
+    per device lets only one lane time at a time, with no other lane's device work beside it
+    (``README.md``, "Lanes"). ``workers`` counts devices on CUDA (0: every visible GPU); on
+    the CPU backend, where there is one device, ``workers=N`` asks for N lanes when
+    ``lanes_per_gpu`` is ``"auto"`` (as it asked for N slots before lanes existed).
+    ``resolved()`` writes the numbers in: ``workers`` devices, ``lanes_per_gpu`` lanes each.
     """
 
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     workers: int = 0
+    # Lanes per device: an int, or "auto" (CUDA: from the host's CPUs and memory and the
+    # GPU's memory, ``auto_lanes``; CPU: one lane per two cores).
+    lanes_per_gpu: int | Literal["auto"] = "auto"
+    # One timing at a time per device, alone. False is a control for benchmarks that must show
+    # the overlaps the gate prevents; timings are then not reliable.
+    timing_gate: bool = True
     # CUDA backend: CPU-only processes that build load_inline / work-directory extensions ahead
     # of the GPU job, in parallel with it (-1 = automatic: a quarter of the cores, at most 8).
     compile_workers: int = -1
@@ -119,6 +133,12 @@ class SandboxConfig:
         for name in ("workers", "threads_per_worker"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 = automatic)")
+        if self.lanes_per_gpu != "auto" and (
+            not isinstance(self.lanes_per_gpu, int) or self.lanes_per_gpu < 1
+        ):
+            raise ValueError(
+                f"lanes_per_gpu must be an int >= 1 or 'auto', not {self.lanes_per_gpu!r}"
+            )
         if self.compile_workers < -1:
             raise ValueError("compile_workers must be >= 0, or -1 for automatic")
         for name in ("trials", "max_jobs_per_worker"):
@@ -173,9 +193,20 @@ class SandboxConfig:
             if not torch.cuda.is_available():
                 raise ValueError("backend='cuda' but torch sees no CUDA GPU; use backend='cpu'")
             workers = self.workers or torch.cuda.device_count()
+            lanes: int = (
+                auto_lanes(os.cpu_count() or 2, _host_memory(), _gpu_memory(), workers)
+                if self.lanes_per_gpu == "auto"
+                else self.lanes_per_gpu
+            )
         else:
-            workers = self.workers or max(1, (os.cpu_count() or 2) // 2)
-        threads = self.threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
+            # The host is the one device; its lanes are the old slots.
+            lanes = (
+                self.workers or max(1, (os.cpu_count() or 2) // 2)
+                if self.lanes_per_gpu == "auto"
+                else self.lanes_per_gpu
+            )
+            workers = 1
+        threads = self.threads_per_worker or max(1, (os.cpu_count() or 1) // (workers * lanes))
         compilers = self.compile_workers
         if backend != "cuda":
             compilers = 0  # on the CPU backend compiling is the CPU work
@@ -195,8 +226,54 @@ class SandboxConfig:
             dtype_tolerances=tolerances.per_dtype,
             repeats=self.repeats or (100 if backend == "cuda" else 30),
             workers=workers,
+            lanes_per_gpu=lanes,
             compile_workers=compilers,
             threads_per_worker=threads,
             time_compile=time_compile,
             max_memory_bytes=memory,
         )
+
+
+MAX_AUTO_LANES = 8
+GPU_BYTES_PER_LANE = 16 << 30  # inputs, outputs, caches and two CUDA contexts of a lane
+HOST_BYTES_PER_LANE = 6 << 30  # two workers' torch, CUDA and candidate processes
+
+
+def auto_lanes(cpus: int, host_bytes: int, gpu_bytes: int, gpus: int) -> int:
+    """Lanes per GPU for ``lanes_per_gpu="auto"``: a core per lane (its candidate and
+    reference workers mostly wait, on the GPU and on each other), after the compile workers'
+    quarter of the cores; 16 GiB of GPU memory and 6 GiB of host memory per lane; the host's
+    share per GPU; at most 8 and at least 1. One H200 host (16 cores, 128 GiB, 139 GiB of GPU
+    memory): 8 lanes."""
+    gpus = max(1, gpus)
+    by_cpu = (cpus - min(8, cpus // 4)) // gpus
+    by_host = host_bytes // (HOST_BYTES_PER_LANE * gpus) if host_bytes else MAX_AUTO_LANES
+    by_gpu = gpu_bytes // GPU_BYTES_PER_LANE
+    return max(1, min(MAX_AUTO_LANES, by_cpu, by_host, by_gpu))
+
+
+def _gpu_memory() -> int:
+    """Bytes of memory of the smallest visible GPU, from ``nvidia-smi`` (no CUDA context in
+    this process); 80 GiB when it cannot be read."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
+        sizes = [int(line) << 20 for line in out.split() if line.strip().isdigit()]
+    except (OSError, ValueError, subprocess.SubprocessError):
+        sizes = []
+    return min(sizes) if sizes else 80 << 30
+
+
+def _host_memory() -> int:
+    """Bytes of host memory (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -7,10 +7,12 @@
 ``pip install "cuda-agent-kernel-sandbox[ray]"``. Three kinds of actor, created by the sandbox:
 
 - **slot actors**, ``workers`` of them (0: one per GPU of the cluster on CUDA, one per two CPUs
-  on the CPU backend). Each owns today's slot: a local one-slot ``Sandbox`` whose candidate and
-  reference workers are processes of its node, with the same isolation. On CUDA each holds one
-  GPU (``num_gpus=1``: Ray gives it the device alone), and a slot runs one job at a time, so
-  no two timings ever share a GPU.
+  on the CPU backend). Each owns a local one-device ``Sandbox`` of ``lanes_per_gpu`` lanes
+  (``auto``: from its node's CPUs and memory on CUDA, one on the CPU backend), whose candidate
+  and reference workers are processes of its node, with the same isolation. On CUDA each holds
+  one GPU (``num_gpus=1``: Ray gives it the device alone) and a CPU per lane; its lanes run
+  jobs at once and its timing gate lets one of them time at a time, so no two timings ever
+  share a GPU.
 - **compile actors** (CUDA, ``compile_workers`` of them; -1: one per slot actor, at most 8),
   CPU-only, which build a candidate's extensions and NVRTC cubins for the GPUs' architecture
   into the shared cache (``$CUDA_AGENT_CACHE``: on several machines, a path every node mounts)
@@ -37,10 +39,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
+from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from .candidates import Candidate, read_candidate
-from .config import SandboxConfig
+from .config import SandboxConfig, auto_lanes
 from .result import EvalResult
-from .sandbox import Sandbox, _cuda_arch, _needs_build, prepare_extensions
+from .sandbox import Sandbox
 from .tasks import Task
 
 MAX_ATTEMPTS = 2  # slots a job may lose before its verdict is runtime_error
@@ -92,11 +95,18 @@ def cluster_config(
     elif compilers < 0:
         compilers = min(8, workers)
     per_node = -(-workers // nodes)
-    threads = config.threads_per_worker or max(1, (cpus // nodes) // per_node)
+    lanes = config.lanes_per_gpu
+    if lanes == "auto":
+        # CUDA: from a node's CPUs and memory per GPU slot (GPU memory is not a Ray resource:
+        # an H200's is assumed); the CPU backend's slot actors are one lane each, as before.
+        memory = int(resources.get("memory", 0)) // nodes
+        lanes = auto_lanes(cpus // nodes, memory, 139 << 30, per_node) if gpus else 1
+    threads = config.threads_per_worker or max(1, (cpus // nodes) // (per_node * lanes))
     return replace(
         config,
         backend=backend,
         workers=workers,
+        lanes_per_gpu=lanes,
         compile_workers=compilers,
         threads_per_worker=threads,
     )
@@ -116,7 +126,8 @@ def _check_room(
     asynchronously, so ``available`` (Ray's ``available_resources``) is asked again for up to
     ``wait_s`` seconds before refusing."""
     compilers = max(0, config.compile_workers) if config.backend == "cuda" else 0
-    needs = {"CPU": config.workers + compilers}
+    lanes = config.lanes_per_gpu if isinstance(config.lanes_per_gpu, int) else 1
+    needs = {"CPU": config.workers * lanes + compilers}
     if config.backend == "cuda":
         needs["GPU"] = config.workers
     deadline = time.monotonic() + wait_s
@@ -127,7 +138,7 @@ def _check_room(
             return
         if time.monotonic() >= deadline:
             unit, free = short[-1]  # the GPUs first
-            holders = f"{config.workers} slot actors"
+            holders = f"{config.workers} slot actors" + (f" of {lanes} lanes" if lanes > 1 else "")
             if unit == "CPU" and compilers:
                 holders += f" and {compilers} compile actors"
             raise ValueError(
@@ -151,7 +162,7 @@ class SlotActor:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.sandbox = Sandbox(config)
-        self.arch = _cuda_arch() if self.sandbox.backend == "cuda" else ""
+        self.arch = cuda_arch() if self.sandbox.backend == "cuda" else ""
         self.sandbox._build_for(self.arch)
 
     def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
@@ -189,16 +200,20 @@ class Scheduler:
         ray = _ray()
         self.ray = ray
         self.config = config
-        self.inner = replace(config, ray_address=None, workers=1, compile_workers=0)
+        lanes = config.lanes_per_gpu if isinstance(config.lanes_per_gpu, int) else 1
+        self.inner = replace(
+            config, ray_address=None, workers=1, compile_workers=0, lanes_per_gpu=lanes
+        )
         self.options: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+        # A slot actor runs its lanes' jobs at once (a thread each), a CPU per lane.
+        self.options.update(num_cpus=lanes, max_concurrency=lanes)
         if config.backend == "cuda":
-            self.options.update(num_gpus=1, num_cpus=1)
-        else:
-            self.options.update(num_cpus=1)
+            self.options.update(num_gpus=1)
         self.slots = [self._new_slot() for _ in range(config.workers)]
         self.idle: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(len(self.slots)):
-            self.idle.put_nowait(i)
+        for _ in range(lanes):
+            for i in range(len(self.slots)):
+                self.idle.put_nowait(i)
         self.deaths: list[str] = []
         self.compilers: list[Any] = []
         self.compile_idle: asyncio.Queue[int] = asyncio.Queue()
@@ -247,7 +262,7 @@ class Scheduler:
     async def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
         if not self._compile_started and self.config.backend == "cuda":
             await self._start_compilers()
-        if self.compilers and _needs_build(source) and not self._refused(source):
+        if self.compilers and needs_build(source) and not self._refused(source):
             failed = await self._prepare(source, task.name)
             if failed is not None:
                 return failed

@@ -4,57 +4,57 @@
         result = sandbox.evaluate(task, candidate_source)
         results = sandbox.evaluate_many([(task, source), ...])   # all workers busy
 
-Candidate code never runs in this process. Each slot of the pool pairs a *candidate worker*
+Candidate code never runs in this process. Each lane of the pool pairs a *candidate worker*
 (runs the candidate, times it) with a *reference worker* (runs only the task, computes the
 expected outputs and judges each trial), so expected outputs never live where candidate code
-runs. A worker that crashes, hangs past a phase deadline or hits a CUDA error is killed with its
-process tree and replaced; the caller gets a verdict.
+runs. A device (a GPU; on the CPU backend, the host) has ``lanes_per_gpu`` lanes, which build
+and check candidates at once, and one timing gate, which lets one lane time at a time with no
+other lane's device work beside it (``_parent.gate``). A worker that crashes, hangs past a
+phase deadline or hits a CUDA error is killed with its process tree and replaced; the caller
+gets a verdict, and the other lanes' jobs go on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
-import os
 import queue
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from types import TracebackType
+from typing import Literal
 
 from ._parent.baselines import BaselineCache
 from ._parent.broker import Broker, compose
+from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
+from ._parent.gate import LaneHold, TimingGate
+from ._parent.lanes import Lane, LanePool
 from ._parent.plan import plan_job
 from ._parent.pool import Worker, WorkerDied
 from ._shared import exchange as _exchange
-from ._shared.protocol import Job, PrepareReport, PrepareRequest
-from .candidates import Candidate, kernel_sources, read_candidate
+from ._shared.protocol import Job
+from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status
 from .static_checks import Finding, static_findings
 from .tasks import Task
 
 
-@dataclass
-class _Slot:
-    """A candidate worker, its reference worker and the file their trial outputs go through."""
+@dataclass(frozen=True)
+class BaselineStatus:
+    """One task's ``torch.compile`` baseline after ``Sandbox.measure_baselines``: ``kept`` (found
+    in the cache), ``measured`` (in ``seconds``), ``failed`` (no compile time will be
+    reported for it; ``message`` says why when known) or ``off`` (not timed on this
+    configuration)."""
 
-    candidate: Worker
-    reference: Worker
-    exchange: int  # descriptor of the in-memory exchange file both workers inherit
-
-    def __post_init__(self) -> None:
-        self.candidate.pass_fds = self.reference.pass_fds = (self.exchange,)
-
-    def kill(self) -> None:
-        self.candidate.kill()
-        self.reference.kill()
-        with contextlib.suppress(OSError):
-            os.close(self.exchange)
+    task: str
+    status: Literal["kept", "measured", "failed", "off"]
+    seconds: float = 0.0
+    message: str = ""
 
 
 class Sandbox:
@@ -69,31 +69,35 @@ class Sandbox:
         return super().__new__(cls)
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
-        self.config = (config or SandboxConfig()).resolved()
-        self._idle: queue.Queue[_Slot] = queue.Queue()
-        self._slots = [
-            _Slot(
-                Worker(self.config, i, "candidate"),
-                Worker(self.config, i, "reference"),
-                _exchange.create(self.config.max_output_tensor_bytes),
+        self.config = cfg = (config or SandboxConfig()).resolved()
+        assert isinstance(cfg.lanes_per_gpu, int)
+        gates = [TimingGate(enabled=cfg.timing_gate) for _ in range(cfg.workers)]
+        lanes = [
+            Lane(
+                device,
+                number,
+                Worker(cfg, device, "candidate"),
+                Worker(cfg, device, "reference"),
+                _exchange.create(cfg.max_output_tensor_bytes),
+                LaneHold(gates[device]),
             )
-            for i in range(self.config.workers)
+            for number in range(cfg.lanes_per_gpu)
+            for device in range(cfg.workers)
         ]
-        for slot in self._slots:
-            self._idle.put(slot)  # workers start lazily, on first use
+        self._lanes = LanePool(lanes, gates)  # workers start lazily, on first use
         # Compile workers build extensions ahead of the GPU job, with no GPU, for the GPU's
         # architecture (read without creating a CUDA context here).
         self._compilers: queue.Queue[Worker] = queue.Queue()
-        arch = _cuda_arch() if self.config.compile_workers else ""
+        arch = cuda_arch() if self.config.compile_workers else ""
         if arch:
             self._build_for(arch)
             for i in range(self.config.compile_workers):
                 self._compilers.put(Worker(self.config, i, "compile", cuda_arch=arch))
         self._n_compilers = self._compilers.qsize()
         self._prepared: set[str] = set()  # candidates whose extensions a compile worker built
-        # Enough threads that jobs can build on compile workers while others hold the GPUs.
+        # Enough threads that jobs can build on compile workers while others hold the lanes.
         self._executor = ThreadPoolExecutor(
-            max_workers=self.config.workers + self._n_compilers, thread_name_prefix="sandbox"
+            max_workers=len(lanes) + self._n_compilers, thread_name_prefix="sandbox"
         )
         self._closed = False
         self._lock = threading.Lock()
@@ -104,8 +108,8 @@ class Sandbox:
         compile workers do, so both build the same thing and a built extension is loaded, not
         built again (left unset, torch derives other nvcc flags from the device: "9.0+PTX"
         against "9.0")."""
-        for slot in self._slots:
-            slot.candidate.cuda_arch = arch
+        for lane in self._lanes.lanes:
+            lane.candidate.cuda_arch = arch
 
     @property
     def backend(self) -> str:
@@ -138,47 +142,55 @@ class Sandbox:
                     _rejected(task, self.config.backend, findings), time.perf_counter() - started
                 )
         job = plan_job(task, source, self.config, sizes, distribution, measure_time)
-        if self._n_compilers and _needs_build(source):
+        if self._n_compilers and needs_build(source):
             failed = self._prepare(job)
             if failed is not None:
                 return _with_wall_time(failed, time.perf_counter() - started)
-        slot = self._idle.get()
+        lane = self._lanes.take(task.digest)
+        try:
+            result = self._run(task, job, lane, measure_time)
+        finally:
+            self._lanes.put(lane)  # releases whatever the lane still held of the gate
+        return _with_wall_time(result, time.perf_counter() - started)
+
+    def _run(self, task: Task, job: Job, lane: Lane, measure_time: bool) -> EvalResult:
+        """The planned ``job`` on ``lane``: its baseline, then the candidate worker's run with
+        each check brokered to the lane's reference worker."""
         try:
             cfg = self.config
             baseline = None
             if measure_time and cfg.time_compile:
                 # Timed by the trusted reference worker (None if it could not be: then no
                 # compile time is reported).
-                baseline = self._baselines.get(job, slot.reference, use_cache=cfg.cache_baselines)
+                baseline = self._baselines.get(job, lane.reference, use_cache=cfg.cache_baselines)
             job = replace(
                 job,
-                exchange=slot.exchange,
+                exchange=lane.exchange,
                 config=replace(
                     job.config, compile_baseline=baseline.to_json() if baseline else None
                 ),
             )
-            broker = Broker(job, slot.reference)
-            raw = slot.candidate.run(job.to_json(), on_check=broker)
+            broker = Broker(job, lane.reference)
+            raw = lane.candidate.run(job.to_json(), on_check=broker)
             extra = raw.get("extra")
             raw["extra"] = {
                 **(extra if isinstance(extra, dict) else {}),
-                "network_isolated": slot.candidate.network_isolated,
-                "filesystem_confined": slot.candidate.filesystem_confined,
-                "signals_confined": slot.candidate.signals_confined,
-                "pinned_exchange_bytes": slot.candidate.pinned_exchange_bytes,
+                "network_isolated": lane.candidate.network_isolated,
+                "filesystem_confined": lane.candidate.filesystem_confined,
+                "signals_confined": lane.candidate.signals_confined,
+                "pinned_exchange_bytes": lane.candidate.pinned_exchange_bytes,
+                "lane": lane.name,
             }
-            result = compose(raw, broker, task, self.config.backend)
+            result = compose(raw, broker, task, cfg.backend)
             if "unverified_result" in result.flags:
                 # Its protocol channel was forged into; nothing it says later can be trusted.
-                slot.candidate.kill()
+                lane.candidate.kill()
         except WorkerDied as death:
             status: Status = "timeout" if death.timed_out else "runtime_error"
             result = EvalResult(
                 status=status, message=death.reason, task=task.name, backend=self.config.backend
             )
-        finally:
-            self._idle.put(slot)
-        return _with_wall_time(result, time.perf_counter() - started)
+        return result
 
     def _admit(self, distribution: str) -> None:
         """Refuse a job before it is built: the sandbox is closed, or the distribution unknown."""
@@ -212,6 +224,53 @@ class Sandbox:
         futures = [self._executor.submit(self.evaluate, task, cand) for task, cand in jobs]
         return [f.result() for f in futures]
 
+    def measure_baselines(
+        self, tasks: Sequence[Task], progress: Callable[[BaselineStatus], None] | None = None
+    ) -> list[BaselineStatus]:
+        """Measure ahead the ``torch.compile`` baselines of ``tasks`` that are not kept yet, in
+        parallel lanes (each timing still alone on its device), and keep them on disk per task,
+        sizes, GPU model and torch version, as an evaluation would: evaluations of these tasks
+        then wait for none. A task measured before is ``kept`` at once, so a run killed midway
+        resumes where it stopped. With ``time_compile`` off there is nothing to measure
+        (``off``). Results in task order; ``progress`` is called with each as it is known."""
+        cfg = self.config
+
+        def one(task: Task) -> BaselineStatus:
+            if not (cfg.time_compile and cfg.cache_baselines):
+                status = BaselineStatus(task.name, "off")
+            else:
+                job = plan_job(task, "", cfg, None, "normal", True)
+                lane = self._lanes.take(task.digest)
+                started = time.perf_counter()
+                try:
+                    if self._baselines.known(job, lane.reference):
+                        status = BaselineStatus(task.name, "kept")
+                    else:
+                        found = self._baselines.get(job, lane.reference)
+                        status = BaselineStatus(
+                            task.name,
+                            "measured" if found else "failed",
+                            time.perf_counter() - started,
+                        )
+                except WorkerDied as death:
+                    status = BaselineStatus(task.name, "failed", message=death.reason)
+                finally:
+                    self._lanes.put(lane)
+            if progress is not None:
+                progress(status)
+            return status
+
+        self._admit("normal")
+        return list(self._executor.map(one, tasks))
+
+    def gate_stats(self) -> list[dict[str, float]]:
+        """Per device: timings let through, and the seconds lanes waited to read and to time."""
+        return [
+            {"timings": g.timings, "read_wait_s": g.seconds_waited["read"],
+             "write_wait_s": g.seconds_waited["write"]}
+            for g in self._lanes.gates
+        ]  # fmt: skip
+
     async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         """``evaluate`` for asyncio code (runs on the pool's threads)."""
         loop = asyncio.get_running_loop()
@@ -220,7 +279,7 @@ class Sandbox:
     def warm_up(self) -> None:
         """Start every worker now, compile workers included (otherwise each starts on its
         first job, which then waits seconds for torch to import). Call it before submitting jobs."""
-        workers = [w for slot in self._slots for w in (slot.candidate, slot.reference)]
+        workers = [w for lane in self._lanes.lanes for w in (lane.candidate, lane.reference)]
         workers += list(self._compilers.queue)
         with ThreadPoolExecutor(max_workers=len(workers)) as pool:
             list(pool.map(lambda w: w.alive() or w.start(), workers))
@@ -231,8 +290,7 @@ class Sandbox:
                 return
             self._closed = True
         self._executor.shutdown(wait=True)
-        for slot in self._slots:
-            slot.kill()
+        self._lanes.kill()
         while not self._compilers.empty():
             self._compilers.get().kill()
 
@@ -267,58 +325,6 @@ def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
             "findings": [{"code": f.code, "line": f.line, "reason": f.reason} for f in findings]
         },
     )
-
-
-def prepare_extensions(
-    worker: Worker, candidate: str | dict[str, str], task_name: str, backend: str
-) -> tuple[bool, EvalResult | None]:
-    """Build ``candidate``'s extensions on compile ``worker``: (built, the verdict when the
-    build hung past the load deadline). Any other failure is left for the GPU job to report."""
-    try:
-        answer = PrepareReport.parse(worker.run(PrepareRequest(candidate).to_json()))
-    except WorkerDied as death:
-        if death.timed_out:
-            return False, EvalResult(
-                status="timeout",
-                message=f"{death.reason} (while building the candidate's extensions)",
-                task=task_name,
-                backend=backend,
-            )
-        return False, None
-    return answer.outcome == "built", None
-
-
-def _needs_build(candidate: str | dict[str, str]) -> bool:
-    """Whether importing the candidate may compile: a C++/CUDA extension build, or NVRTC (a
-    compile worker fills the cubin cache while the GPU worker runs other jobs)."""
-    if isinstance(candidate, dict):
-        return bool(kernel_sources(candidate)) or "cuda_kernel" in candidate.get("model_new.py", "")
-    return any(word in candidate for word in ("cpp_extension", "load_inline", "cuda_kernel"))
-
-
-def _cuda_arch() -> str:
-    """The compute capability of the visible GPUs (``"9.0"``), from ``nvidia-smi``; "" when it
-    cannot be read or the GPUs differ (then every worker builds for its own device)."""
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    caps = [line.strip() for line in out.splitlines() if line.strip()]
-    if visible:
-        try:
-            caps = [caps[int(i)] for i in visible.split(",") if i.strip()]
-        except (ValueError, IndexError):
-            return ""
-    return caps[0] if caps and len(set(caps)) == 1 else ""
 
 
 def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:

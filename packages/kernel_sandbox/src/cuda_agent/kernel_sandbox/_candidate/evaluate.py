@@ -20,6 +20,7 @@ import torch
 from .. import launch
 from .._shared import task_runtime as _task_runtime
 from .._shared.protocol import Check, Job, JobConfig, PrepareReport, PrepareRequest
+from .._shared.sections import Sections
 from .._shared.task_runtime import TaskFailure
 from .._shared.timing import time_interleaved
 from ..candidates import kernel_sources
@@ -33,13 +34,18 @@ from .verdict import Verdict, reference_failed, trim
 Phase = Callable[[str], None]
 
 
-def run_job(job: Job, workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, Any]:
+def run_job(
+    job: Job, workdir: Path, enter_phase: Phase, ask: Ask, sections: Sections | None = None
+) -> dict[str, Any]:
     """Evaluate ``job.candidate`` against ``job.task``; return EvalResult fields.
 
     ``job.checks`` is the parent's plan (``_parent.plan.plan_checks``): for each check a stage
     (``trial``, ``inplace``, ``config``, ``reverify`` or ``after`` timing), a seed and the
-    sizes. Their verdicts are recorded by the parent, not here.
+    sizes. Their verdicts are recorded by the parent, not here. Device work happens in
+    ``sections`` of the device's timing gate: loading, each check and the profile read, the
+    timing writes (``_shared.sections``).
     """
+    sections = sections or Sections()
     cfg = job.config
     device = torch.device(cfg.device)
     result: dict[str, Any] = {}
@@ -60,11 +66,12 @@ def run_job(job: Job, workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, 
         _extension_hooks.install()  # load_inline extensions: cached, counted
         threads_at_load = _runtime_checks.python_threads()
         t0 = time.perf_counter()
-        candidate = _load_candidate(job.candidate, workdir, cfg.backend)
-        _extension_hooks.count_triton_launches()
-        result["build_seconds"] = time.perf_counter() - t0
-        reference, model_new = _build_models(task, candidate, device, cfg.seed)
-        trial = Trials(task, model_new, device, cfg, job.exchange, ask, threads_at_load)
+        with sections.correctness("load"):
+            candidate = _load_candidate(job.candidate, workdir, cfg.backend)
+            _extension_hooks.count_triton_launches()
+            result["build_seconds"] = time.perf_counter() - t0
+            reference, model_new = _build_models(task, candidate, device, cfg.seed)
+        trial = Trials(task, model_new, device, cfg, job.exchange, ask, threads_at_load, sections)
         seconds["load"] = time.perf_counter() - t0
 
         enter_phase("correctness")
@@ -85,16 +92,21 @@ def run_job(job: Job, workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, 
             )
         for index, step in enumerate(plan):
             if step.stage == "config":
-                _check_config(task, candidate, trial, index, step)
+                with sections.correctness("check"):
+                    _check_config(task, candidate, trial, index, step)
         if cfg.runtime_checks and cfg.require_custom_kernel:
             t_profile = time.perf_counter()
-            _judge_decoys(trial, model_new, inputs, cfg, seconds_extra)
+            with sections.correctness("profile"):
+                _judge_decoys(trial, model_new, inputs, cfg, seconds_extra)
             seconds["profile"] = time.perf_counter() - t_profile
 
         if cfg.measure_time:
             enter_phase("timing")
             t_timing = time.perf_counter()
-            result.update(_time(task, reference, model_new, inputs, device, cfg))
+            waited = sections.waited_s
+            with sections.timing():
+                t_timing += sections.waited_s - waited  # the time is the timing's, not the gate's
+                result.update(_time(task, reference, model_new, inputs, device, cfg))
             seconds["timing"] = time.perf_counter() - t_timing
             # Re-check on fresh inputs: a candidate that behaves differently once it has been
             # called many times (detects warm-up, caches results) is caught here.
@@ -109,6 +121,7 @@ def run_job(job: Job, workdir: Path, enter_phase: Phase, ask: Ask) -> dict[str, 
         result["status"] = verdict.status
         result["message"] = verdict.message
         result.update(verdict.extra)
+    seconds["gate_wait"] = sections.waited_s
     if trial is not None:
         seconds.update(trial.seconds)
         seconds_extra["outputs_via"] = trial.outputs_via

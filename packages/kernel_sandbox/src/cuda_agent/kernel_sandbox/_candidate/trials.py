@@ -16,6 +16,7 @@ from .._shared import device_exchange as _device_exchange
 from .._shared import exchange as _exchange
 from .._shared import task_runtime as _task_runtime
 from .._shared.protocol import Check, CheckRequest, CheckVerdict, JobConfig
+from .._shared.sections import Sections
 from .._shared.task_runtime import TaskFailure
 from . import decoys as _decoys
 from . import runtime_checks as _runtime_checks
@@ -201,9 +202,11 @@ class Trials:
         exchange: int,
         ask: Ask,
         threads_at_load: int,
+        sections: Sections | None = None,
     ) -> None:
         self.task, self.model_new, self.device, self.cfg = task, model_new, device, cfg
         self.exchange, self.ask = exchange, ask
+        self.sections = sections or Sections()  # each check is a section of the gate
         # On a GPU: ask for the slot's device buffer once per job (the reference worker may
         # have been restarted since the last one), and again when outputs outgrow it.
         self.on_device = device.type == "cuda" and cfg.device_exchange
@@ -233,7 +236,12 @@ class Trials:
         """Run check ``index``; raise a verdict unless it passed; return its inputs.
 
         ``inplace`` writes the new values into the previous check's input tensors instead of
-        fresh ones (a result cached by tensor identity or address comes out stale)."""
+        fresh ones (a result cached by tensor identity or address comes out stale). The check,
+        the reference's verdict included, is one correctness section of the gate."""
+        with self.sections.correctness("check"):
+            return self._run(index, step, after_timing, inplace)
+
+    def _run(self, index: int, step: Check, after_timing: bool, inplace: bool) -> list[Any]:
         t = time.perf_counter()
         pristine, prints = self.draw(step)
         if inplace and self.last_inputs is not None:

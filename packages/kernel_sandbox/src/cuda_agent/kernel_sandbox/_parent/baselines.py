@@ -24,6 +24,7 @@ class BaselineCache:
     def __init__(self) -> None:
         self._memory: dict[str, BaselineReport] = {}
         self._lock = threading.Lock()
+        self._measuring: dict[str, threading.Lock] = {}  # one measurement per key at a time
 
     @staticmethod
     def key(job: Job, identity: Mapping[str, str]) -> str:
@@ -35,22 +36,40 @@ class BaselineCache:
 
     def get(self, job: Job, reference: Worker, use_cache: bool = True) -> BaselineReport | None:
         """The job's baseline: cached, or measured now by ``reference`` (None if that failed).
-        ``use_cache=False`` measures it afresh and keeps nothing."""
+        ``use_cache=False`` measures it afresh and keeps nothing. Lanes asking for the same
+        baseline at once wait for one measurement."""
         if not reference.alive():
             reference.start()
         key = self.key(job, reference.identity)
+        if not use_cache:
+            return self._measure(job, reference, key, keep=False)
+        with self._lock:
+            measuring = self._measuring.setdefault(key, threading.Lock())
+        with measuring:
+            return self._cached(key) or self._measure(job, reference, key, keep=True)
+
+    def _cached(self, key: str) -> BaselineReport | None:
+        """The baseline kept in memory or on disk, or None."""
+        with self._lock:
+            if key in self._memory:
+                return self._memory[key]
         path = cache_dir("baselines") / f"{key}.json"
-        if use_cache:
-            with self._lock:
-                if key in self._memory:
-                    return self._memory[key]
-            with contextlib.suppress(OSError, ValueError):
-                found = BaselineReport.parse(json.loads(path.read_text()))
-                if found is not None:
-                    found = found.cached()
-                    with self._lock:
-                        self._memory[key] = found
-                    return found
+        with contextlib.suppress(OSError, ValueError):
+            found = BaselineReport.parse(json.loads(path.read_text()))
+            if found is not None:
+                found = found.cached()
+                with self._lock:
+                    self._memory[key] = found
+                return found
+        return None
+
+    def known(self, job: Job, reference: Worker) -> bool:
+        """Whether the job's baseline is kept already (in memory or on disk)."""
+        if not reference.alive():
+            reference.start()
+        return self._cached(self.key(job, reference.identity)) is not None
+
+    def _measure(self, job: Job, reference: Worker, key: str, keep: bool) -> BaselineReport | None:
         cfg = job.config
         request = BaselineRequest(
             **{**vars(job.draw(job.checks[0])), "distribution": "normal"},
@@ -63,8 +82,9 @@ class BaselineCache:
             measured = BaselineReport.parse(reference.run(request.to_json()))
         except WorkerDied:
             return None
-        if measured is None or not use_cache:
+        if measured is None or not keep:
             return measured
+        path = cache_dir("baselines") / f"{key}.json"
         kept = measured.cached()
         staged = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
         with contextlib.suppress(OSError):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from .._shared.compile import cache_root
 from ..config import SandboxConfig
+from .gate import HOLDS, LaneHold
 
 
 class WorkerDied(Exception):
@@ -61,6 +62,10 @@ class Worker:
         self.pinned_exchange_bytes = 0
         self.identity: dict[str, str] = {}
         self.pass_fds: tuple[int, ...] = ()  # descriptors the worker inherits (the exchange)
+        # Its lane's hold on the device's timing gate (None: every request granted at once),
+        # and the lane's name ("device.number") for traces.
+        self.gate: LaneHold | None = None
+        self.lane = ""
 
     # ------------------------------------------------------------------------- lifecycle
     def _env(self) -> dict[str, str]:
@@ -97,6 +102,10 @@ class Worker:
             env["TORCH_CUDA_ARCH_LIST"] = self.cuda_arch
         if self.pass_fds:
             env["CUDA_AGENT_EXCHANGE_FD"] = str(self.pass_fds[0])
+        # Lanes share the device: each worker keeps a lane's share of caches (and, running
+        # candidates, may allocate a bounded share of the GPU: ``_worker``).
+        env["CUDA_AGENT_LANES"] = str(self.config.lanes_per_gpu)
+        env["CUDA_AGENT_LANE"] = self.lane or str(self.index)
         if self.role == "compile":
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.config.backend == "cuda":
@@ -149,8 +158,9 @@ class Worker:
     def run(self, job: dict[str, Any], on_check: OnCheck | None = None) -> dict[str, Any]:
         """Send one job and wait for its result, enforcing each phase's deadline.
 
-        A ``check`` message from the worker is answered with ``on_check(message)``; the time
-        that takes does not count against the worker's deadline. Raises ``WorkerDied`` (after
+        A ``check`` message from the worker is answered with ``on_check(message)``, a
+        ``gate`` message by holding what it asks of the lane's gate (``_gate``); the time either
+        takes does not count against the worker's deadline. Raises ``WorkerDied`` (after
         killing the worker) on a timeout, a crash or garbage.
         """
         if not self.alive() or self.jobs_done >= self.config.max_jobs_per_worker:
@@ -167,6 +177,8 @@ class Worker:
                     self.kill()
                     raise WorkerDied(f"worker announced an unknown phase {phase[:40]!r}")
                 deadline = time.monotonic() + getattr(deadlines, phase)
+            elif message.get("type") == "gate":
+                deadline += self._gate(message.get("hold"))
             elif message.get("type") in ("check", "buffer") and on_check is not None:
                 started = time.monotonic()
                 answer = on_check(message)
@@ -188,6 +200,17 @@ class Worker:
             else:
                 self.kill()
                 raise WorkerDied(f"worker sent an unexpected {message.get('type')!r} message")
+
+    def _gate(self, mode: Any) -> float:
+        """A worker's request to hold ``mode`` ("read", "write" or "none") of its device's gate:
+        granted (answered) once held; "none" is not answered. Returns the seconds waited."""
+        if mode not in HOLDS:
+            self.kill()
+            raise WorkerDied(f"worker asked the timing gate for {str(mode)[:40]!r}")
+        waited = self.gate.hold(mode) if self.gate is not None else 0.0
+        if mode != "none":
+            self._send({"type": "gate", "granted": mode})
+        return waited
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None

@@ -22,6 +22,7 @@ from .._shared import compare as _compare
 from .._shared import exchange as _exchange
 from .._shared import task_runtime as _task_runtime
 from .._shared.protocol import BaselineReport, BaselineRequest, CheckVerdict, Draw, ReferenceCheck
+from .._shared.sections import Sections
 from .._shared.timing import time_interleaved
 
 _MODELS: OrderedDict[str, tuple[types.ModuleType, torch.nn.Module]] = OrderedDict()
@@ -148,9 +149,15 @@ def _forward(
     return inputs, want
 
 
-def check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
+def check(request: ReferenceCheck, home: Path, sections: Sections | None = None) -> dict[str, Any]:
     """Judge one trial. Returns ``passed``, the worst errors and a message; or
-    ``reference_failed`` (a message) when the task itself failed, so no verdict is possible."""
+    ``reference_failed`` (a message) when the task itself failed, so no verdict is possible.
+    (It runs inside the section of the candidate worker that asked: ``sections`` traces it.)"""
+    with (sections or Sections()).correctness("verdict"):
+        return _check(request, home)
+
+
+def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     device = torch.device(request.device)
     try:
         prints, want = _expected(request, home)
@@ -182,40 +189,50 @@ def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:
         torch.cuda.empty_cache()
 
 
-def baseline(request: BaselineRequest, home: Path) -> dict[str, Any]:
+def baseline(
+    request: BaselineRequest, home: Path, sections: Sections | None = None
+) -> dict[str, Any]:
     """Time the eager reference and ``torch.compile`` of it, interleaved, on one input draw.
 
     Runs in the trusted reference worker, so a cached baseline cannot be forged by a candidate.
-    Returns median times and spreads in ms, or ``error``.
+    The compilation (seconds, mostly on the CPU) and a first call of each are a correctness
+    section; only the timing holds the device alone. Returns median times and spreads in ms,
+    or ``error``.
     """
     device = torch.device(request.device)
+    sections = sections or Sections()
     try:
-        task, model = _model(request, home)
-        _task_runtime.override_sizes(task, request.sizes)
-        inputs = _task_runtime.draw_inputs(task, device, request.seed, request.distribution)
-        compiled = torch.compile(model)
+        with sections.correctness("baseline"):
+            task, model = _model(request, home)
+            _task_runtime.override_sizes(task, request.sizes)
+            inputs = _task_runtime.draw_inputs(task, device, request.seed, request.distribution)
+            compiled = torch.compile(model)
 
-        def eager_call() -> object:
-            with torch.no_grad():
-                return model(*inputs)
+            def eager_call() -> object:
+                with torch.no_grad():
+                    return model(*inputs)
 
-        def compile_call() -> object:
-            with torch.no_grad():
-                return compiled(*inputs)
+            def compile_call() -> object:
+                with torch.no_grad():
+                    return compiled(*inputs)
 
-        eager, comp = time_interleaved(
-            [eager_call, compile_call],
-            device=device,
-            warmup=request.warmup,
-            repeats=request.repeats,
-            budget_s=request.timing_budget_s,
-            precision=request.timing_precision,
-        )
+            compile_call()  # compiles
+            eager_call()
+        with sections.timing():
+            eager, comp = time_interleaved(
+                [eager_call, compile_call],
+                device=device,
+                warmup=request.warmup,
+                repeats=request.repeats,
+                budget_s=request.timing_budget_s,
+                precision=request.timing_precision,
+            )
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         if device.type == "cuda":
-            _task_runtime.release_gpu_memory()
+            with sections.correctness("cleanup"):
+                _task_runtime.release_gpu_memory()
     return BaselineReport(
         eager.median_ms, eager.spread_ms, comp.median_ms, comp.spread_ms
     ).to_json()

@@ -20,13 +20,21 @@ import torch
 from .._shared import compare as _compare
 from .._shared import task_runtime as _task_runtime
 from .._shared.protocol import TrivialAnswersRequest
+from .._shared.sections import Sections
 from . import jobs as _reference
 
 
-def trivial_answers(request: TrivialAnswersRequest, home: Path) -> dict[str, Any]:
+def trivial_answers(
+    request: TrivialAnswersRequest, home: Path, sections: Sections | None = None
+) -> dict[str, Any]:
     """``findings`` (each a ``code``, the ``output`` index and a ``message``) for the task in
     ``request`` over the draws of ``request.seeds``; or ``reference_failed`` (a message)
-    when the task itself fails."""
+    when the task itself fails. Its device work is one correctness section."""
+    with (sections or Sections()).correctness("validate"):
+        return _trivial_answers(request, home)
+
+
+def _trivial_answers(request: TrivialAnswersRequest, home: Path) -> dict[str, Any]:
     seeds = list(request.seeds)
     prints, outputs = [], []
     for seed in seeds:

@@ -107,7 +107,7 @@ def aligned(nbytes: int) -> int:
 _owned: dict[str, Any] = {}  # ptr, capacity, token, view
 
 
-def provide(request: DeviceBufferRequest, home: Any = None) -> dict[str, Any]:
+def provide(request: DeviceBufferRequest, home: Any = None, sections: Any = None) -> dict[str, Any]:
     """Job ``device_buffer`` (reference worker): a buffer of at least ``request.bytes``
     bytes (at most ``request.limit``), as ``{"handle", "capacity", "token"}``; or
     ``{"error": ...}`` (the candidate then uses the host path)."""

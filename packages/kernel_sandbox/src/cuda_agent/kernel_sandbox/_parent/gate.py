@@ -1,0 +1,162 @@
+"""The timing gate of one device (the parent): correctness work in parallel, timing alone.
+
+Every lane of a device asks the gate before device work. Correctness work (loading a candidate,
+its trials, the reference's verdicts) is a *reader*: any number at once. A timing (a candidate's,
+or a reference worker's ``torch.compile`` baseline) is a *writer*: it starts only when no reader
+and no other writer holds the gate, and holds it alone until it ends.
+
+Fairness is phase-fair: a writer that arrives stops new readers from entering, waits for the
+readers inside to leave (each holds the gate for one check, tens of milliseconds), and then
+every writer queued at that moment times, one after the other (queued timings run back to back:
+one drain of the readers serves them all). Readers that arrived meanwhile enter together when
+that batch is done, before any writer that arrived later. So a reader waits for at most one
+batch of timings, and a writer for at most one read phase: neither side starves.
+
+``enabled=False`` lets everything through at once: a control for the benchmark that must show
+the overlaps the gate prevents (``_shared.trace``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from typing import Literal
+
+Hold = Literal["none", "read", "write"]
+HOLDS: tuple[Hold, ...] = ("none", "read", "write")
+
+
+class TimingGate:
+    """A fair readers-writer gate for one device; ``seconds_waited`` sums what readers and
+    writers spent waiting (reported with the pool's statistics)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._cond = threading.Condition()
+        self._readers = 0  # lanes inside a correctness section
+        self._writer: int | None = None  # the ticket of the lane timing now
+        self._queue: deque[int] = deque()  # waiting writers' tickets, in order of arrival
+        self._tickets = itertools.count()
+        self._batch_end = -1  # the write phase serves the tickets up to this one
+        self._phase: Literal["read", "write"] = "read"
+        self._readers_waiting = 0
+        self._read_phases = 0  # counts read phases opened after a write phase
+        self.seconds_waited = {"read": 0.0, "write": 0.0}
+        self.timings = 0
+
+    # ------------------------------------------------------------------------------ readers
+    def acquire_read(self) -> float:
+        """Enter as a reader; returns the seconds waited."""
+        started = time.perf_counter()
+        with self._cond:
+            if not self.enabled or (
+                self._phase == "read" and self._writer is None and not self._queue
+            ):
+                self._readers += 1
+                return 0.0
+            self._readers_waiting += 1
+            phase = self._read_phases
+            self._cond.wait_for(lambda: self._read_phases != phase)  # admitted, and counted
+            waited = time.perf_counter() - started
+            self.seconds_waited["read"] += waited
+            return waited
+
+    def release_read(self) -> None:
+        with self._cond:
+            if self._readers <= 0:
+                raise RuntimeError("release_read without a reader inside")
+            self._readers -= 1
+            self._advance()
+
+    # ------------------------------------------------------------------------------ writers
+    def acquire_write(self) -> float:
+        """Enter as the writer (alone on the device); returns the seconds waited."""
+        started = time.perf_counter()
+        with self._cond:
+            ticket = next(self._tickets)
+            self.timings += 1
+            if not self.enabled:
+                return 0.0
+            self._queue.append(ticket)
+            self._advance()
+            self._cond.wait_for(lambda: self._writer == ticket)
+            waited = time.perf_counter() - started
+            self.seconds_waited["write"] += waited
+            return waited
+
+    def release_write(self) -> None:
+        with self._cond:
+            if not self.enabled:
+                return
+            if self._writer is None:
+                raise RuntimeError("release_write without a writer inside")
+            self._writer = None
+            self._advance()
+
+    # ------------------------------------------------------------------------------ phases
+    def _advance(self) -> None:
+        """With the lock held: when nobody is inside, admit the next party."""
+        if not self.enabled or self._writer is not None or self._readers:
+            return
+        if self._phase == "write":
+            if self._queue and self._queue[0] <= self._batch_end:
+                self._admit_writer()  # the batch goes on
+            elif self._readers_waiting:
+                self._open_read_phase()  # the batch is done: the readers who waited for it
+            elif self._queue:
+                self._new_batch()  # nobody waits to read: the next timings at once
+            else:
+                self._phase = "read"
+        elif self._queue:
+            self._new_batch()  # the readers have drained
+        elif self._readers_waiting:  # (cannot happen: readers wait only behind writers)
+            self._open_read_phase()
+
+    def _new_batch(self) -> None:
+        self._phase = "write"
+        self._batch_end = self._queue[-1]
+        self._admit_writer()
+
+    def _admit_writer(self) -> None:
+        self._writer = self._queue.popleft()
+        self._cond.notify_all()
+
+    def _open_read_phase(self) -> None:
+        self._phase = "read"
+        self._readers += self._readers_waiting
+        self._readers_waiting = 0
+        self._read_phases += 1
+        self._cond.notify_all()
+
+
+class LaneHold:
+    """What one lane holds of its device's gate: nothing, a read or the write. Both workers of
+    the lane go through it; the lane's job releases whatever is left when it ends (a worker
+    that died inside a section never says so)."""
+
+    def __init__(self, gate: TimingGate | None) -> None:
+        self.gate = gate
+        self.mode: Hold = "none"
+
+    def hold(self, mode: Hold) -> float:
+        """Hold ``mode`` now (releasing what was held before); returns the seconds waited."""
+        if mode == self.mode:
+            return 0.0
+        self.release()
+        if self.gate is None or mode == "none":
+            self.mode = mode
+            return 0.0
+        waited = self.gate.acquire_read() if mode == "read" else self.gate.acquire_write()
+        self.mode = mode
+        return waited
+
+    def release(self) -> None:
+        mode, self.mode = self.mode, "none"
+        if self.gate is None:
+            return
+        if mode == "read":
+            self.gate.release_read()
+        elif mode == "write":
+            self.gate.release_write()

@@ -1,0 +1,235 @@
+"""Lanes: several per device check candidates at once, and the timing gate lets one time alone.
+
+The gate's guarantee is checked from outside it: every worker writes a trace of its sections of
+device work (``_shared.trace``), and no timing may overlap another process's section on the same
+device. The control, with the gate off, must find such overlaps, so the check can fail. Faults
+stay in their lane: the red-team suite's faulty candidates, judged beside honest ones, get the
+verdicts the one-lane pool gives them, and their neighbours stay ``ok``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.kernel_sandbox._parent.gate import LaneHold, TimingGate
+from cuda_agent.kernel_sandbox._shared.trace import read_spans, timing_overlaps
+from cuda_agent.kernel_sandbox.config import auto_lanes
+
+GiB = 1 << 30
+REDTEAM = Path(__file__).resolve().parents[1] / "redteam"
+CASES = tomllib.loads((REDTEAM / "cases.toml").read_text())["case"]
+TASKS = {t.name: t for t in builtin_tasks()}
+
+
+# ------------------------------------------------------------------------------ the gate
+def _enter(gate: TimingGate, mode: str, log: list[str], name: str) -> threading.Thread:
+    def run() -> None:
+        (gate.acquire_read if mode == "read" else gate.acquire_write)()
+        log.append(name)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _settle() -> None:
+    time.sleep(0.05)  # let the threads reach their wait (ordering only; nothing is timed)
+
+
+def test_readers_share_the_gate_and_a_writer_waits_for_them():
+    gate, log = TimingGate(), []
+    _enter(gate, "read", log, "r1").join()
+    _enter(gate, "read", log, "r2").join()
+    assert log == ["r1", "r2"]  # both inside at once
+    writer = _enter(gate, "write", log, "w")
+    _settle()
+    assert log == ["r1", "r2"]
+    gate.release_read()
+    _settle()
+    assert "w" not in log  # one reader still inside
+    gate.release_read()
+    writer.join(5)
+    assert log[-1] == "w"
+
+
+def test_a_waiting_writer_stops_new_readers_and_queued_timings_run_back_to_back():
+    gate, log = TimingGate(), []
+    _enter(gate, "read", log, "r1").join()
+    w1 = _enter(gate, "write", log, "w1")
+    _settle()
+    r2 = _enter(gate, "read", log, "r2")  # behind w1: the writer is not starved
+    _settle()
+    w2 = _enter(gate, "write", log, "w2")
+    _settle()
+    assert log == ["r1"]
+    gate.release_read()  # the readers drained: w1 and w2 (queued then) form one batch
+    w1.join(5)
+    assert log == ["r1", "w1"]
+    w3 = _enter(gate, "write", log, "w3")  # arrives during the batch: after the readers
+    _settle()
+    gate.release_write()
+    w2.join(5)
+    assert log == ["r1", "w1", "w2"]  # back to back, though r2 waits
+    gate.release_write()
+    r2.join(5)
+    assert log == ["r1", "w1", "w2", "r2"]  # the reader is not starved by w3
+    _settle()
+    assert "w3" not in log
+    gate.release_read()
+    w3.join(5)
+    assert log[-1] == "w3"
+
+
+def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through():
+    gate = TimingGate()
+    inside = {"read": 0, "write": 0}
+    violations: list[str] = []
+    lock = threading.Lock()
+
+    def lane(seed: int) -> None:
+        import random
+
+        rng = random.Random(seed)
+        hold = LaneHold(gate)
+        for _ in range(200):
+            mode = "write" if rng.random() < 0.3 else "read"
+            hold.hold(mode)
+            with lock:
+                inside[mode] += 1
+                if inside["write"] > 1 or (inside["write"] and inside["read"]):
+                    violations.append(str(inside))
+            time.sleep(rng.random() * 1e-4)
+            with lock:
+                inside[mode] -= 1
+            hold.hold("none")
+
+    threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)  # a deadlock would leave a thread alive: a liveness check, not a timing
+    assert not any(t.is_alive() for t in threads), "a lane never got through the gate"
+    assert violations == []
+    assert gate.timings > 0
+
+
+def test_the_control_gate_lets_everything_through():
+    gate, log = TimingGate(enabled=False), []
+    _enter(gate, "read", log, "r").join()
+    _enter(gate, "write", log, "w1").join(5)
+    _enter(gate, "write", log, "w2").join(5)
+    assert log == ["r", "w1", "w2"]
+
+
+# -------------------------------------------------------------------------- configuration
+def test_auto_lanes_follow_cores_and_memory():
+    # One H200 host: 16 cores, 128 GiB, 139 GiB of GPU memory -> the cap of 8.
+    assert auto_lanes(16, 128 * GiB, 139 * GiB, gpus=1) == 8
+    assert auto_lanes(16, 128 * GiB, 139 * GiB, gpus=2) == 6  # (16 - 4) cores / 2 GPUs
+    assert auto_lanes(2, 24 * GiB, 80 * GiB, gpus=1) == 2
+    assert auto_lanes(64, 24 * GiB, 139 * GiB, gpus=1) == 4  # host memory: 24 / 6
+    assert auto_lanes(64, 512 * GiB, 24 * GiB, gpus=1) == 1  # a 24 GB GPU
+    assert auto_lanes(1, 0, 8 * GiB, gpus=1) == 1
+
+
+def test_on_the_cpu_the_host_is_one_device_and_workers_still_asks_for_lanes():
+    assert SandboxConfig(backend="cpu", workers=3).resolved().lanes_per_gpu == 3
+    resolved = SandboxConfig(backend="cpu", lanes_per_gpu=2).resolved()
+    assert (resolved.workers, resolved.lanes_per_gpu) == (1, 2)
+    with pytest.raises(ValueError, match="lanes_per_gpu"):
+        SandboxConfig(lanes_per_gpu=0)
+
+
+# ------------------------------------------------------------------- lanes on the CPU backend
+def _lanes_config(**kw) -> SandboxConfig:
+    return SandboxConfig(**{"backend": "cpu", "repeats": 10, "timing_budget_s": 0.3, **kw})
+
+
+def _run_traced(tmp_path: Path, monkeypatch, name: str, jobs, **kw):
+    trace = tmp_path / name
+    monkeypatch.setenv("CUDA_AGENT_TRACE", str(trace))
+    with Sandbox(_lanes_config(**kw)) as sandbox:
+        results = sandbox.evaluate_many(jobs)
+    return results, read_spans(trace)
+
+
+@pytest.mark.slow
+def test_lanes_keep_every_timing_alone_and_give_the_one_lane_verdicts(tmp_path, monkeypatch):
+    tasks = builtin_tasks("starter")
+    wrong = TASKS["relu"].solutions["cpu"].replace("0.f ? x[i] : 0.f", "0.f ? x[i] : 1.f")
+    jobs = [(t, t.solutions["cpu"]) for t in tasks] + [(TASKS["relu"], wrong)]
+    one, _ = _run_traced(tmp_path, monkeypatch, "one", jobs, lanes_per_gpu=1)
+    many, spans = _run_traced(tmp_path, monkeypatch, "lanes", jobs, lanes_per_gpu=3)
+    assert [r.status for r in many] == [r.status for r in one]
+    assert [r.status for r in many] == ["ok"] * len(tasks) + ["incorrect"]
+    assert len({r.extra["lane"] for r in many}) == 3  # the lanes were used
+    timings = [s for s in spans if s.timing]
+    assert len(timings) == len(tasks)
+    assert {s.kind for s in spans} >= {"load", "check", "verdict", "timing"}
+    assert timing_overlaps(spans) == []
+
+
+@pytest.mark.slow
+def test_with_the_gate_off_the_trace_finds_overlaps(tmp_path, monkeypatch):
+    """The control: the check above can fail."""
+    tasks = builtin_tasks("starter")
+    jobs = [(t, t.solutions["cpu"]) for t in tasks]
+    results, spans = _run_traced(
+        tmp_path, monkeypatch, "off", jobs, lanes_per_gpu=3, timing_gate=False
+    )
+    assert all(r.status == "ok" for r in results)
+    assert timing_overlaps(spans), "three lanes timing at will never overlapped"
+
+
+@pytest.mark.slow
+def test_faults_stay_in_their_lane(tmp_path):
+    """Every red-team fault and cheat, judged in a three-lane pool beside honest candidates:
+    each gets the verdict the one-lane pool gives it (``test_redteam``), every honest one is
+    ``ok``."""
+    cases = [
+        c
+        for c in CASES
+        if "cpu" in c.get("backends", ["cpu"])
+        and c.get("kind") != "property"
+        and not c.get("isolate")
+        and c["name"] not in ("network",)  # needs the test's listener
+    ]
+    relu = TASKS["relu"]
+    jobs = []
+    for case in cases:
+        text = (REDTEAM / "cases" / f"{case['name']}.py").read_text()
+        text = text.replace("__TARGET__", str(tmp_path / "planted.txt"))
+        jobs += [(TASKS[case["task"]], text), (relu, relu.solutions["cpu"])]
+    deadlines = Deadlines(load=60.0, correctness=10.0, timing=20.0)
+    with Sandbox(_lanes_config(lanes_per_gpu=3, deadlines=deadlines)) as sandbox:
+        results = sandbox.evaluate_many(jobs)
+    for case, verdict, honest in zip(cases, results[::2], results[1::2], strict=True):
+        assert verdict.status == case["status"], f"{case['name']}: {verdict.message}"
+        assert set(case.get("flags", [])) <= set(verdict.flags), case["name"]
+        assert honest.status == "ok", f"beside {case['name']}: {honest.message}"
+    assert not (tmp_path / "planted.txt").exists()
+
+
+@pytest.mark.slow
+def test_baselines_are_measured_ahead_and_then_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    tasks = [TASKS["relu"], TASKS["add_mul"]]
+    config = _lanes_config(lanes_per_gpu=2, time_compile=True, repeats=5)
+    seen = []
+    with Sandbox(config) as sandbox:
+        first = sandbox.measure_baselines(tasks, progress=seen.append)
+        again = sandbox.measure_baselines(tasks)
+        result = sandbox.evaluate(TASKS["relu"], TASKS["relu"].solutions["cpu"])
+    assert [s.status for s in first] == ["measured", "measured"], first
+    assert sorted(s.task for s in seen) == sorted(t.name for t in tasks)
+    assert [s.status for s in again] == ["kept", "kept"]
+    assert len(list((tmp_path / "baselines").glob("*.json"))) == 2
+    assert result.status == "ok" and result.extra["compile_baseline"] == "cached"
+    with Sandbox(_lanes_config(lanes_per_gpu=1)) as off:  # no torch.compile timing on the CPU
+        assert [s.status for s in off.measure_baselines(tasks)] == ["off", "off"]
