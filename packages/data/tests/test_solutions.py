@@ -38,6 +38,22 @@ def test_the_shipped_solutions_are_what_the_writers_write_for_their_compositions
         assert check_candidate_source(cuda) == [], c.name
 
 
+def test_the_heldout_compositions_are_the_generators_with_the_writers_solutions():
+    """Seed 2 (``scripts/make_heldout_compositions.py``): the same generator as the training
+    compositions; every file is what the writers write. Their CUDA solutions pass the static
+    checks here; they have not been run on a GPU."""
+    root = ROOT.parent / "heldout_compositions"
+    rows = [json.loads(line) for line in (root / "manifest.jsonl").read_text().splitlines()]
+    assert len(rows) >= 64 and all(r["kept"] and r["solution"] for r in rows)
+    for r in rows:
+        c = compose(random.Random(f"2:{r['index']}"), r["index"], 3, teachable=True)
+        assert c.name == r["name"] and c.family == r["family"]
+        assert c.source == (root / c.name / "task.py").read_text(), c.name
+        assert cpu_solution(c) == (root / c.name / "solution_cpu.py").read_text(), c.name
+        cuda = (root / c.name / "solution_cuda_compact.py").read_text()
+        assert cuda_solution(c) == cuda and check_candidate_source(cuda) == [], c.name
+
+
 def test_a_reduction_is_a_block_per_row_and_mixes_no_float_into_double_calls():
     """NVRTC has no fmax(double, float): a max or min accumulates (double)v (the H200 rejected
     all 7 amax/amin kernels of the first run with 'more than one instance of overloaded

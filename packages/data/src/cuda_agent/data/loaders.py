@@ -177,16 +177,26 @@ def _report(skipped: list[Skipped], what: str) -> None:
         )
 
 
-EMBEDDED = ("cpu_compositions",)
+EMBEDDED = ("cpu_compositions", "heldout_compositions")
 
 
 def load_embedded(name: str = "cpu_compositions") -> TaskSet:
-    """A task set shipped with this package: ``cpu_compositions`` is 200 compositions of up to
-    three elementwise or row-reduction operators, each with a C reference solution the sandbox
-    judged correct, made by ``cuda-agent synth --count 200 --backend cpu --seed 1 --teachable
-    --max-ops 3 --kernelbench KernelBench`` (its ``manifest.jsonl`` and ``synth_report.json``
-    beside the tasks). None has the operator combination of, or is 0.9 similar to, the
-    trainer's built-in held-out tasks or a KernelBench problem."""
+    """A task set shipped with this package (its ``manifest.jsonl`` and ``synth_report.json``
+    beside the tasks; each task has a C solution the CPU sandbox judged correct and a compact
+    CUDA solution written by ``solutions.cuda_solution``):
+
+    - ``cpu_compositions``: 200 compositions of up to three elementwise or row-reduction
+      operators, the training compositions, made by ``cuda-agent synth --count 200 --backend
+      cpu --seed 1 --teachable --max-ops 3 --kernelbench KernelBench``. None has the operator
+      combination of, or is 0.9 similar to, the trainer's built-in held-out tasks or a
+      KernelBench problem.
+    - ``heldout_compositions``: compositions from the same generator and distribution (seed 2),
+      for evaluation only, never trained on: none has the operator combination (family) of a
+      task of any training set (the runner's ``starter``, ``compact``, ``builtin``, ``synth``)
+      or of a built-in held-out task, and none is 0.9 similar to one of those or to a
+      KernelBench problem (``scripts/make_heldout_compositions.py`` in the repository made
+      them). Their CUDA solutions have not been judged on a GPU yet.
+    """
     if name not in EMBEDDED:
         raise TaskError(f"no embedded task set {name!r}; there are: {', '.join(EMBEDDED)}")
     root = resources.files("cuda_agent.data") / "embedded" / name

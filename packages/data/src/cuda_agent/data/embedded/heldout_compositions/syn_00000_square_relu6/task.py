@@ -1,0 +1,26 @@
+"""Synthesized: square -> relu6 (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 122232
+DIM = 4096
+CPU_SIZES = {"BATCH": 6952, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.square(x)
+        return F.relu6(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

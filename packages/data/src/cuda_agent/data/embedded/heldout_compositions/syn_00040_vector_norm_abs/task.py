@@ -1,0 +1,25 @@
+"""Synthesized: vector_norm -> abs (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 2048, "DIM": 2048}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.linalg.vector_norm(x, dim=-1)
+        return torch.abs(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

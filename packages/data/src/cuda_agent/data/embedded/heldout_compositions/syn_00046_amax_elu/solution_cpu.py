@@ -1,0 +1,37 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+fused_kernel = cpu_kernel(
+    r"""
+#include <math.h>
+
+void fused_kernel(float* out, const float* x, float alpha, long rows, long cols) {
+    #pragma omp parallel for
+    for (long r = 0; r < rows; ++r) {
+        double acc = -INFINITY;
+        for (long i = r * cols; i < (r + 1) * cols; ++i) {
+            float v = x[i];
+            acc = fmax(acc, (double)v);  // torch.amax(x, dim=-1)
+        }
+        float v = (float)(acc);
+        v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
+        out[r] = v;
+    }
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)
+        fused_kernel(out, x, self.alpha, x.numel() // x.shape[-1], x.shape[-1])
+        return out

@@ -1,0 +1,26 @@
+"""Synthesized: gelu -> mean (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 524288
+DIM = 2048
+CPU_SIZES = {"BATCH": 2416, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x)
+        return torch.mean(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

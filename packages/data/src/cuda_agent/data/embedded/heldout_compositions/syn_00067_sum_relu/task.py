@@ -1,0 +1,25 @@
+"""Synthesized: sum -> relu (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 1048576
+DIM = 1024
+CPU_SIZES = {"BATCH": 25832, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sum(x, dim=-1)
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

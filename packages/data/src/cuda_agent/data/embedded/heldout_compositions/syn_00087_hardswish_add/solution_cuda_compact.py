@@ -1,0 +1,28 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+extern "C" __global__ void fused_kernel(float* out, const float* x, const float* y, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    v = v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f;  // F.hardswish(x)
+    v = v + y[i];  // x + y
+    out[i] = v;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        args = (out, x, y, n)
+        fused_kernel(grid=((n + 255) // 256,), block=(256,), args=args)
+        return out

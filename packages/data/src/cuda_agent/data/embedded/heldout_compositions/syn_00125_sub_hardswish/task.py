@@ -1,0 +1,26 @@
+"""Synthesized: sub -> hardswish (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 131072
+DIM = 8192
+CPU_SIZES = {"BATCH": 2208, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x - y
+        return F.hardswish(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

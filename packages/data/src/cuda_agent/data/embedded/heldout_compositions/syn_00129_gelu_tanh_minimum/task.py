@@ -1,0 +1,26 @@
+"""Synthesized: gelu_tanh -> minimum (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 342776
+DIM = 1024
+CPU_SIZES = {"BATCH": 248, "DIM": 2048}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x, approximate="tanh")
+        return torch.minimum(x, y)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

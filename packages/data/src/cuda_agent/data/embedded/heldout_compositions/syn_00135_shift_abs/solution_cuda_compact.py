@@ -1,0 +1,32 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+extern "C" __global__ void fused_kernel(float* out, const float* x, float shift, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    v = v + shift;  // x + self.shift
+    v = fabsf(v);  // torch.abs(x)
+    out[i] = v;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, shift: float) -> None:
+        super().__init__()
+        self.shift = shift
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        args = (out, x, self.shift, n)
+        fused_kernel(grid=((n + 255) // 256,), block=(256,), args=args)
+        return out

@@ -1,0 +1,26 @@
+"""Synthesized: amin -> hardswish (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 131072
+DIM = 8192
+CPU_SIZES = {"BATCH": 4096, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.amin(x, dim=-1)
+        return F.hardswish(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,25 @@
+"""Synthesized: vector_norm -> exp (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 4136, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.linalg.vector_norm(x, dim=-1)
+        return torch.exp(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,28 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+extern "C" __global__ void fused_kernel(float* out, const float* x, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    v = expf(v);  // torch.exp(x)
+    v = 1.f / (1.f + expf(-v));  // torch.sigmoid(x)
+    out[i] = v;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        args = (out, x, n)
+        fused_kernel(grid=((n + 255) // 256,), block=(256,), args=args)
+        return out
