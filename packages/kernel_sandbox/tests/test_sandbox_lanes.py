@@ -233,3 +233,10 @@ def test_baselines_are_measured_ahead_and_then_kept(tmp_path, monkeypatch):
     assert result.status == "ok" and result.extra["compile_baseline"] == "cached"
     with Sandbox(_lanes_config(lanes_per_gpu=1)) as off:  # no torch.compile timing on the CPU
         assert [s.status for s in off.measure_baselines(tasks)] == ["off", "off"]
+
+
+def test_the_baselines_command_refuses_a_missing_directory(tmp_path, capsys):
+    from cuda_agent.kernel_sandbox.cli import main
+
+    assert main(["baselines", str(tmp_path / "nowhere"), "--backend", "cpu"]) == 2
+    assert "kernel-sandbox:" in capsys.readouterr().err

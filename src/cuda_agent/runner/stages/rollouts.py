@@ -73,13 +73,22 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
     }
 
 
-def throughput(batch: RolloutBatch, seconds: float) -> dict[str, float]:
+def throughput(batch: RolloutBatch, seconds: float) -> dict[str, Any]:
+    """Tokens per second; where the batch's time went: ``sampling_s``, ``evaluation_s`` (waited
+    for verdicts while nothing sampled), ``sandbox_s`` (the sandbox had answers to judge); the
+    ``evaluations`` and their rate over the sandbox's time (``evaluations_per_min``); and each
+    ``evaluate_many`` call's ``sandbox_windows`` (monotonic seconds), for benchmarks."""
     tokens = sum(e.n_tokens for e in batch.episodes)
+    busy = batch.seconds.get("sandbox", 0.0)
     return {
         "tokens": tokens,
         "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
         "sampling_s": batch.seconds.get("sampling", 0.0),
         "evaluation_s": batch.seconds.get("evaluation", 0.0),
+        "sandbox_s": busy,
+        "evaluations": batch.evaluations,
+        "evaluations_per_min": 60.0 * batch.evaluations / busy if busy > 0 else 0.0,
+        "sandbox_windows": [list(w) for w in batch.sandbox_windows],
     }
 
 

@@ -71,11 +71,16 @@ class AgentConfig:
 
 @dataclass(frozen=True)
 class RolloutBatch:
-    """The episodes of one batch and where its wall time went (``sampling``, ``evaluation``,
-    ``agent``: everything else, the loop's own overhead)."""
+    """The episodes of one batch and where its wall time went (``sampling``, ``evaluation``:
+    waiting for verdicts while nothing sampled, ``agent``: everything else, the loop's own
+    overhead; ``sandbox``: the wall time the sandbox had answers to judge, overlapping
+    sampling or not), the number of ``evaluations``, and ``sandbox_windows``: each
+    ``evaluate_many`` call's (start, end) in ``time.monotonic()`` seconds."""
 
     episodes: list[Episode]
     seconds: dict[str, float]
+    evaluations: int = 0
+    sandbox_windows: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass
@@ -128,6 +133,7 @@ def run_episodes(
     micro_firsts = [[firsts[g] for g in chunk] for chunk in chunks]
     turn_of = [0] * parts
     pending: dict[int, tuple[Future[list[EvalResult | None]], list[Any], list[Action]]] = {}
+    windows: list[tuple[float, float]] = []  # each evaluate_many call's (start, end)
 
     def resolve(m: int) -> None:
         future, answered, actions = pending.pop(m)
@@ -161,7 +167,8 @@ def run_episodes(
                 answered = [(e, x) for e, x in zip(active, samples, strict=True) if x is not None]
                 actions = [proto.parse(x.text, e.state) for e, x in answered]
                 jobs = [(e.task, a) for (e, _), a in zip(answered, actions, strict=True)]
-                pending[m] = (pool.submit(_evaluate, evaluator, jobs), answered, actions)
+                job = pool.submit(_evaluate, evaluator, jobs, windows)
+                pending[m] = (job, answered, actions)
             if not progressed and not pending:
                 break
     episodes = []
@@ -173,7 +180,19 @@ def run_episodes(
     total = time.perf_counter() - started
     spent["agent"] = max(0.0, total - spent["sampling"] - spent["evaluation"])
     spent["total"] = total
-    return RolloutBatch(episodes, spent)
+    spent["sandbox"] = _covered(windows)
+    judged = sum(t.result is not None for e in episodes for t in e.turns)
+    return RolloutBatch(episodes, spent, judged, tuple(sorted(windows)))
+
+
+def _covered(windows: Sequence[tuple[float, float]]) -> float:
+    """Seconds covered by the union of ``windows``."""
+    covered, reach = 0.0, float("-inf")
+    for start, end in sorted(windows):
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    return covered
 
 
 def _renderer(policy: Any, tools: list[dict[str, Any]] | None) -> ChatRenderer | None:
@@ -231,9 +250,20 @@ def _sample(
     return [answers.get(id(e)) for e in active]
 
 
-def _evaluate(evaluator: Any, jobs: list[tuple[Task, Action]]) -> list[EvalResult | None]:
+def _evaluate(
+    evaluator: Any, jobs: list[tuple[Task, Action]], windows: list[tuple[float, float]]
+) -> list[EvalResult | None]:
     """Verdicts for the usable answers (concurrently, on the sandbox's pool); None for the
-    rest. A harness failure becomes a ``runtime_error`` verdict for the answers it hit."""
+    rest. A harness failure becomes a ``runtime_error`` verdict for the answers it hit. The
+    call's (start, end) goes to ``windows``."""
+    started = time.monotonic()
+    try:
+        return _judge(evaluator, jobs)
+    finally:
+        windows.append((started, time.monotonic()))
+
+
+def _judge(evaluator: Any, jobs: list[tuple[Task, Action]]) -> list[EvalResult | None]:
     usable = [(task, a.candidate) for task, a in jobs if a.candidate is not None]
     try:
         verdicts = iter(evaluator.evaluate_many(usable))

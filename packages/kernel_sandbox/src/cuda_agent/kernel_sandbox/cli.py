@@ -1,21 +1,26 @@
-"""``kernel-sandbox eval TASK CANDIDATE`` and ``kernel-sandbox check-task TASK``.
+"""``kernel-sandbox eval TASK CANDIDATE``, ``kernel-sandbox check-task TASK`` and
+``kernel-sandbox baselines DIR``.
 
 ``eval`` exits 0 whenever a verdict was produced (whatever it is); ``check-task`` exits 0 when
-the task rewards no trivial answer and 1 when it has findings. Both exit 2 on a usage error (a
-missing or broken task or candidate file, a bad option).
+the task rewards no trivial answer and 1 when it has findings; ``baselines`` measures the
+``torch.compile`` baselines of a task directory ahead (kept on disk, as evaluations keep them)
+and exits 0 when none failed, 1 otherwise. All exit 2 on a usage error (a missing or broken
+task or candidate file, a bad option).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .candidates import read_candidate
 from .config import TOLERANCE_PRESETS, SandboxConfig
 from .errors import TaskError
 from .sandbox import Sandbox
-from .tasks import load_task
+from .tasks import load_task, load_tasks
 from .validate import validate_task
 
 _USAGE_ERRORS = (TaskError, OSError, ValueError, UnicodeDecodeError)
@@ -40,7 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("task", help="KernelBench-format task file, or a task directory")
     check.add_argument("--draws", type=int, default=3, help="input draws (seeds) to compare")
-    for command in (ev, check):
+    ahead = sub.add_parser(
+        "baselines",
+        help="measure the torch.compile baselines of every task in a directory ahead, in "
+        "parallel lanes (kept per task, sizes, GPU and torch version; kept ones are skipped)",
+    )
+    ahead.add_argument("tasks", help="a directory of KernelBench-format task files")
+    ahead.add_argument("--lanes-per-gpu", type=int, default=0, help="lanes (0: auto)")
+    for command in (ev, check, ahead):
         command.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
         command.add_argument(
             "--tolerance",
@@ -111,9 +123,36 @@ def _check_task(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _baselines(args: argparse.Namespace) -> int:
+    try:
+        tasks = load_tasks(args.tasks)
+        config = replace(
+            _config(args),
+            workers=0,
+            lanes_per_gpu=args.lanes_per_gpu or "auto",
+            time_compile=True,
+        )
+    except _USAGE_ERRORS as exc:
+        print(f"kernel-sandbox: {exc}", file=sys.stderr)
+        return 2
+    with Sandbox(config) as sandbox:
+        statuses = sandbox.measure_baselines(
+            tasks,
+            progress=None if args.json else lambda s: print(f"{s.task}: {s.status}", flush=True),
+        )
+    if args.json:
+        print(json.dumps([asdict(s) for s in statuses], indent=2))
+    failed = [s.task for s in statuses if s.status == "failed"]
+    if not args.json:
+        kept = sum(s.status == "kept" for s in statuses)
+        print(f"{len(statuses) - kept - len(failed)} measured, {kept} kept, {len(failed)} failed")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return _check_task(args) if args.command == "check-task" else _eval(args)
+    commands = {"check-task": _check_task, "baselines": _baselines, "eval": _eval}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,369 @@
+"""Issue 28: sandbox lanes on one GPU against the one-lane pool, in one call.
+
+    python benchmarks/gpu/lanes.py OUT_DIR [--parts suite,control,redteam,aa,compositions]
+        [--rounds 2] [--kernelbench DIR] [--lanes N]
+
+Each part adds its figures to ``OUT_DIR/lanes.json`` (read back first, so parts may run in
+separate calls):
+
+- ``suite``: every built-in task's own CUDA solution through a one-lane pool, then through a
+  pool of ``lanes_per_gpu="auto"`` lanes (or ``--lanes``), each after a warm pass (workers,
+  NVRTC caches, baselines), ``rounds`` times: evaluations per minute, and whether every verdict
+  (status and flags) matches. The lanes pool runs with ``CUDA_AGENT_TRACE``: every worker
+  writes its sections of device work, and ``overlaps_during_timing`` counts the pairs where
+  another process's section overlapped a timing on the GPU (``_shared.trace``).
+- ``control``: the same lanes with the gate off (``timing_gate=False``), one round: the trace
+  must find overlaps (``control_overlaps``), or the check above proves nothing.
+- ``redteam``: the red-team suite's CUDA cases, each followed by an honest candidate, all at
+  once through the lanes: each verdict must be the one the one-lane pool gives it
+  (``redteam/cases.toml``; ``test_redteam`` holds it there), and every honest one ``ok``.
+- ``aa``: the KernelBench A/A sample (level 1 and 2, every fifth problem: 40), each problem's
+  reference timed against itself (``ModelNew = Model``, checks off) at KernelBench's sizes, one
+  at a time, while the other lanes run correctness-only jobs of the built-in suite
+  (``measure_time=False``) without pause: ``aa_within_3pct`` of ``aa_n``.
+- ``compositions``: 24 embedded training compositions with their compact CUDA solutions, cold
+  (first visit: baselines measured) and warm, through one lane and through the lanes; where a
+  warm job's time goes (``EvalResult.extra["seconds"]``, medians) and the GPU floor of its
+  timing (the timed calls' median times the calls made).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import provenance
+
+from cuda_agent.kernel_sandbox import (
+    Deadlines,
+    EvalResult,
+    Sandbox,
+    SandboxConfig,
+    builtin_tasks,
+    load_task,
+)
+from cuda_agent.kernel_sandbox._shared.trace import ENV, read_spans, timing_overlaps
+
+ROOT = Path(__file__).resolve().parents[2]
+REDTEAM = ROOT / "packages" / "kernel_sandbox" / "redteam"
+
+
+@contextmanager
+def traced() -> Any:
+    """Workers started inside trace their sections into a fresh directory (yielded)."""
+    directory = tempfile.mkdtemp(prefix="lanes-trace-")
+    os.environ[ENV] = directory
+    try:
+        yield directory
+    finally:
+        os.environ.pop(ENV, None)
+
+
+def verdict(r: EvalResult) -> list[Any]:
+    return [r.status, sorted(r.flags)]
+
+
+def run_pool(config: SandboxConfig, jobs: list, rounds: int, trace: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    with traced() if trace else _nothing() as directory, Sandbox(config) as sandbox:
+        sandbox.warm_up()
+        startup = time.perf_counter() - started
+        t0 = time.perf_counter()
+        warm = sandbox.evaluate_many(jobs)
+        warm_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        results: list[EvalResult] = []
+        for _ in range(rounds):
+            results += sandbox.evaluate_many(jobs)
+        seconds = time.perf_counter() - t0
+        gates = sandbox.gate_stats()
+        lanes = sandbox.config.lanes_per_gpu
+    spans = read_spans(directory) if directory else []
+    overlaps = timing_overlaps(spans)
+    return {
+        "lanes_per_gpu": lanes,
+        "startup_s": startup,
+        "warm_pass": {"evaluations": len(warm), "seconds": warm_s},
+        "evaluations": len(results),
+        "seconds": seconds,
+        "evaluations_per_minute": 60 * len(results) / seconds,
+        "statuses": _count(r.status for r in results),
+        "not_ok": [f"{r.task}: {r.status}: {r.message[:160]}" for r in results if r.status != "ok"],
+        "median_wall_s": statistics.median(r.wall_seconds or 0.0 for r in results),
+        "gate": gates,
+        "spans": len(spans),
+        "timings_traced": sum(s.timing for s in spans),
+        "overlaps": len(overlaps),
+        "overlap_examples": [[vars(a), vars(b)] for a, b in overlaps[:3]],
+        "verdicts": [verdict(r) for r in results],
+    }
+
+
+def _lanes(args: argparse.Namespace) -> int | Literal["auto"]:
+    return int(args.lanes) if args.lanes else "auto"
+
+
+def _count(values: Any) -> dict[str, int]:
+    values = list(values)
+    return {v: values.count(v) for v in sorted(set(values))}
+
+
+@contextmanager
+def _nothing() -> Any:
+    yield None
+
+
+def _suite(args: argparse.Namespace) -> list:
+    names = set(args.tasks.split(",")) if args.tasks else None
+    return [(t, t.solutions[args.backend]) for t in builtin_tasks() if not names or t.name in names]
+
+
+def part_suite(report: dict[str, Any], args: argparse.Namespace) -> None:
+    jobs = _suite(args)
+    one = run_pool(SandboxConfig(backend=args.backend, lanes_per_gpu=1), jobs, args.rounds, False)
+    print(f"one lane: {one['evaluations_per_minute']:.1f}/min {one['statuses']}", flush=True)
+    lanes = _lanes(args)
+    many = run_pool(
+        SandboxConfig(backend=args.backend, lanes_per_gpu=lanes), jobs, args.rounds, True
+    )
+    print(
+        f"{many['lanes_per_gpu']} lanes: {many['evaluations_per_minute']:.1f}/min "
+        f"{many['statuses']} overlaps {many['overlaps']} of {many['timings_traced']} timings",
+        flush=True,
+    )
+    report["suite"] = {"one_lane": _brief(one), "lanes": _brief(many)}
+    report.update(
+        evaluations_per_minute=many["evaluations_per_minute"],
+        evaluations_per_minute_one_lane=one["evaluations_per_minute"],
+        lanes_per_gpu=many["lanes_per_gpu"],
+        verdicts_match_suite=one["verdicts"] == many["verdicts"],
+        overlaps_during_timing=many["overlaps"],
+        timings_traced=many["timings_traced"],
+    )
+
+
+def _brief(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if k != "verdicts"}
+
+
+def part_control(report: dict[str, Any], args: argparse.Namespace) -> None:
+    jobs = _suite(args)
+    config = SandboxConfig(backend=args.backend, lanes_per_gpu=_lanes(args), timing_gate=False)
+    control = run_pool(config, jobs, 1, True)
+    print(f"control (gate off): {control['overlaps']} overlaps", flush=True)
+    report["control"] = _brief(control)
+    report["control_overlaps"] = control["overlaps"]
+
+
+def part_redteam(report: dict[str, Any], args: argparse.Namespace) -> None:
+    cases = [
+        c
+        for c in tomllib.loads((REDTEAM / "cases.toml").read_text())["case"]
+        if args.backend in c.get("backends", ["cpu"])
+        and c.get("kind") != "property"
+        and not c.get("isolate")
+        and c["name"] != "network"
+    ]
+    tasks = {t.name: t for t in builtin_tasks()}
+    relu = tasks["relu"]
+    jobs = []
+    for case in cases:
+        text = (REDTEAM / "cases" / f"{case['name']}.py").read_text()
+        text = text.replace("__TARGET__", "/tmp/lanes-planted.txt").replace("__PORT__", "9")
+        jobs += [(tasks[case["task"]], text), (relu, relu.solutions[args.backend])]
+    config = SandboxConfig(
+        backend=args.backend,
+        lanes_per_gpu=_lanes(args),
+        time_compile=False,
+        deadlines=Deadlines(load=120.0, correctness=20.0, timing=30.0),
+    )
+    t0 = time.perf_counter()
+    with Sandbox(config) as sandbox:
+        results = sandbox.evaluate_many(jobs)
+    rows, match = [], True
+    for case, got, honest in zip(cases, results[::2], results[1::2], strict=True):
+        ok = got.status == case["status"] and set(case.get("flags", [])) <= set(got.flags)
+        ok = ok and honest.status == "ok"
+        match &= ok
+        rows.append(
+            {
+                "case": case["name"],
+                "expected": case["status"],
+                "got": got.status,
+                "flags": list(got.flags),
+                "neighbour": honest.status,
+                "match": ok,
+                "message": got.message[:200],
+            }
+        )
+    print(f"red team in lanes: {sum(r['match'] for r in rows)}/{len(rows)} match", flush=True)
+    report["redteam"] = {"cases": rows, "seconds": time.perf_counter() - t0}
+    report["verdicts_match_redteam"] = match
+
+
+AA_MODEL_NEW = "\n\nclass ModelNew(Model):\n    pass\n"
+
+
+def part_aa(report: dict[str, Any], args: argparse.Namespace) -> None:
+    root = Path(args.kernelbench)
+    files = sorted((root / "level1").glob("*.py")) + sorted((root / "level2").glob("*.py"))
+    lanes = _lanes(args)
+    config = SandboxConfig(
+        backend=args.backend,
+        lanes_per_gpu=lanes,
+        static_checks=False,
+        runtime_checks=False,
+        require_custom_kernel=False,
+        time_compile=False,
+    )
+    builtins = [(t, t.solutions[args.backend]) for t in builtin_tasks()]
+    rows: list[dict[str, Any]] = []
+    stop = threading.Event()
+    busy = {"jobs": 0}
+    with Sandbox(config) as sandbox:
+        sandbox.warm_up()
+
+        def load() -> None:  # correctness work on the other lanes, without pause
+            i = 0
+            while not stop.is_set():
+                task, source = builtins[i % len(builtins)]
+                sandbox.evaluate(task, source, measure_time=False)
+                busy["jobs"] += 1
+                i += 1
+
+        n_load = max(1, int(sandbox.config.lanes_per_gpu) - 1)
+        threads = [threading.Thread(target=load, daemon=True) for _ in range(n_load)]
+        for t in threads:
+            t.start()
+        for path in files:
+            task = load_task(path)
+            source = task.source + AA_MODEL_NEW
+            r = sandbox.evaluate(task, source)
+            ratio = (
+                r.candidate_time_ms / r.eager_time_ms
+                if r.status == "ok" and r.candidate_time_ms and r.eager_time_ms
+                else None
+            )
+            rows.append(
+                {
+                    "problem": f"{path.parent.name}/{path.name}",
+                    "status": r.status,
+                    "aa_ratio": ratio,
+                    "eager_ms": r.eager_time_ms,
+                    "message": r.message[:160] if r.status != "ok" else "",
+                }
+            )
+            print(f"{rows[-1]['problem']:55s} {r.status:10s} {ratio}", flush=True)
+        stop.set()
+        for t in threads:
+            t.join(120)
+    ratios = [r["aa_ratio"] for r in rows if r["aa_ratio"] is not None]
+    report["aa"] = {"rows": rows, "background_jobs": busy["jobs"], "loading_lanes": n_load}
+    report.update(
+        aa_n=len(rows),
+        aa_within_3pct=sum(abs(x - 1) <= 0.03 for x in ratios),
+        aa_within_1pct=sum(abs(x - 1) <= 0.01 for x in ratios),
+        aa_max_deviation=max((abs(x - 1) for x in ratios), default=None),
+    )
+
+
+def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
+    from cuda_agent.data import load_embedded
+
+    tasks = load_embedded().tasks()
+    answers = [
+        t.compact_solutions.get(args.backend) or t.solutions.get(args.backend) for t in tasks
+    ]
+    jobs = [(t, a) for t, a in zip(tasks, answers, strict=True) if a][: args.compositions]
+    out: dict[str, Any] = {"tasks": len(jobs)}
+    for name, lanes in (("one_lane", 1), ("lanes", _lanes(args))):
+        cache = tempfile.mkdtemp(prefix="lanes-cache-")  # cold: no baseline kept
+        os.environ["CUDA_AGENT_CACHE"] = cache
+        with Sandbox(SandboxConfig(backend=args.backend, lanes_per_gpu=lanes)) as sandbox:
+            sandbox.warm_up()
+            passes = {}
+            for visit in ("cold", "warm"):
+                t0 = time.perf_counter()
+                results = sandbox.evaluate_many(jobs)
+                seconds = time.perf_counter() - t0
+                passes[visit] = {
+                    "seconds": seconds,
+                    "evaluations_per_minute": 60 * len(results) / seconds,
+                    "median_wall_s": statistics.median(r.wall_seconds or 0 for r in results),
+                    "statuses": _count(r.status for r in results),
+                }
+            passes["warm"]["where"] = _where(results)
+            out[name] = {"lanes_per_gpu": sandbox.config.lanes_per_gpu, **passes}
+        print(name, json.dumps({k: v["evaluations_per_minute"] for k, v in passes.items()}))
+    report["compositions"] = out
+
+
+def _where(results: list[EvalResult]) -> dict[str, Any]:
+    """Medians of a job's seconds by part, and the GPU floor of its timing."""
+    parts: dict[str, list[float]] = {}
+    floors = []
+    for r in results:
+        for key, value in (r.extra.get("seconds") or {}).items():
+            if isinstance(value, int | float):
+                parts.setdefault(key, []).append(float(value))
+        if r.candidate_time_ms and r.eager_time_ms:
+            # Timing runs warm-up (3) and at least 20 rounds of candidate and eager, each after
+            # an L2 flush (about 0.06 ms): the least GPU time it can take.
+            floors.append((3 + 20) * (r.candidate_time_ms + r.eager_time_ms + 2 * 0.06) / 1e3)
+    medians = {k: statistics.median(v) for k, v in sorted(parts.items())}
+    return {
+        "median_seconds": medians,
+        "median_timing_floor_s": statistics.median(floors) if floors else None,
+        "median_eager_ms": statistics.median(r.eager_time_ms for r in results if r.eager_time_ms)
+        if any(r.eager_time_ms for r in results)
+        else None,
+    }
+
+
+PARTS = {
+    "suite": part_suite,
+    "control": part_control,
+    "redteam": part_redteam,
+    "aa": part_aa,
+    "compositions": part_compositions,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir")
+    parser.add_argument("--parts", default="suite,control,redteam,aa")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--lanes", type=int, default=0, help="lanes per GPU (0: auto)")
+    parser.add_argument("--kernelbench", default=".kernelbench/KernelBench")
+    parser.add_argument("--backend", default="cuda", help="cpu: a smoke run of the script")
+    parser.add_argument("--compositions", type=int, default=24)
+    parser.add_argument("--tasks", default="", help="built-in task names (default: all)")
+    args = parser.parse_args()
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "lanes.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    for part in args.parts.split(","):
+        started = time.perf_counter()
+        PARTS[part](report, args)
+        report.setdefault("part_seconds", {})[part] = time.perf_counter() - started
+        command = f"python benchmarks/gpu/lanes.py OUT_DIR --parts {args.parts}"
+        report.update(provenance("lanes", command, 1), gpu=report.get("machine", ""))
+        path.write_text(json.dumps(report, indent=1, default=str))
+    print(json.dumps({k: v for k, v in report.items() if not isinstance(v, dict | list)}))
+
+
+if __name__ == "__main__":
+    main()

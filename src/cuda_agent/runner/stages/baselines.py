@@ -1,0 +1,35 @@
+"""The baselines stage, before the first evaluation: every task's ``torch.compile`` baseline
+measured ahead (``Sandbox.measure_baselines``: in parallel lanes, each timing alone on its
+device, kept on disk per task, sizes, GPU and torch version), so that no RL step waits for
+one. A killed run resumes it where it stopped (kept baselines are not measured again); on the
+CPU backend, where ``torch.compile`` is not timed, it has nothing to do and records nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from cuda_agent.kernel_sandbox import Task
+
+from ..context import Run
+
+STAGE = "baselines"
+
+
+def run(ctx: Run, tasks: Sequence[Task]) -> None:
+    if STAGE in ctx.state.finished_stages:
+        return
+    started = time.perf_counter()
+    statuses = ctx.sandbox.measure_baselines(tasks)
+    counts = {k: sum(s.status == k for s in statuses) for k in ("measured", "kept", "failed")}
+    if any(s.status != "off" for s in statuses):
+        seconds = time.perf_counter() - started
+        ctx.log(
+            f"baselines: {counts['measured']} measured, {counts['kept']} kept, "
+            f"{counts['failed']} failed, in {seconds:.0f} s"
+        )
+        failed = [s.task for s in statuses if s.status == "failed"]
+        ctx.finish_stage(STAGE, {**counts, "seconds": seconds, "failed_tasks": failed})
+    else:
+        ctx.finish_stage(STAGE)
