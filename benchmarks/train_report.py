@@ -10,7 +10,9 @@ warm start), seconds per stage, and the RL steps' statistics.
 
 ``--learning`` also writes issue 17's ``learning.json``: the held-out pass rate and
 faster-than-eager rate before training, after the warm start and after RL (shares in 0..1),
-the gains of RL over the warm start, whether both reach ``TARGET_GAIN``, ``training_s`` (the
+the gains of RL over the warm start (and ``gain_rl_over_warmstart_paired``: each metric's
+paired gain with its 95% bootstrap interval over the tasks, ``runner.comparison.compare``),
+whether both reach ``TARGET_GAIN``, ``training_s`` (the
 seconds of the training stages, evaluations left out), ``model``, ``gpu`` and ``commit``.
 """
 
@@ -25,6 +27,8 @@ import subprocess
 from pathlib import Path
 
 import torch
+
+from cuda_agent.runner.comparison import compare_files
 
 EVAL_KEYS = (
     "pass_rate",
@@ -131,6 +135,13 @@ def main() -> None:
     args.out.write_text(json.dumps(report, indent=2))
     if args.learning:
         figure = learning(report)
+        # the gain of RL over the warm start, paired over the held-out tasks, with its interval
+        warm, after = (
+            args.run_dir / "eval" / "heldout_warmstart",
+            args.run_dir / "eval" / "heldout_after",
+        )
+        if (warm / "eval.json").is_file() and (after / "eval.json").is_file():
+            figure["gain_rl_over_warmstart_paired"] = compare_files(warm, after)
         args.learning.write_text(json.dumps(figure, indent=2) + "\n")
         print(json.dumps({k: figure[k] for k in ("gain_rl_over_warmstart", "target_met")}))
     short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}

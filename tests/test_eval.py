@@ -97,6 +97,16 @@ def test_known_outcomes_give_exactly_the_expected_metrics(sandbox, tmp_path: Pat
     rows = {r["task"]: r for r in result["per_task"]}
     assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
     assert (rows["relu"]["samples_correct"], rows["silu"]["samples_correct"]) == (2, 1)
+    # each figure with its bootstrap interval over the tasks; pass@1 is the mean over samples
+    ci = result["ci95"]
+    assert ci["pass_at_1"]["estimate"] == pytest.approx(result["pass_at_k"]["1"])
+    assert ci["pass_rate"]["estimate"] == pytest.approx(result["pass_rate"])
+    assert ci["faster_than_eager"]["estimate"] == pytest.approx(result["faster_than_eager"])
+    assert ci["pass_at_2"]["estimate"] == pytest.approx(2 / 3) and ci["confidence"] == 0.95
+    for name in ("pass_at_1", "faster_than_eager_at_1", "pass_rate", "faster_than_eager"):
+        assert 0.0 <= ci[name]["low"] <= ci[name]["estimate"] <= ci[name]["high"] <= 1.0
+    faster = [rows[n]["samples_faster_than_eager"] for n in ("relu", "silu", "add_mul")]
+    assert faster[2] == 0 and 0 <= faster[0] <= 2 and 0 <= faster[1] <= 1
     for name in ("relu", "silu"):
         assert rows[name]["correct"] and rows[name]["status"] == "ok"
         assert rows[name]["best_reward"] >= 1.0 and rows[name]["speedup_vs_eager"] > 0
@@ -110,6 +120,7 @@ def test_known_outcomes_give_exactly_the_expected_metrics(sandbox, tmp_path: Pat
     md = (tmp_path / "eval.md").read_text()
     assert "| Pass rate |" in md and "66.7%" in md and "not faster than compile" in md
     assert "| add_mul | no | malformed |" in md and "## pass@k" in md
+    assert "## How sure: 95% bootstrap intervals over tasks" in md and "| pass_at_1 |" in md
     assert (tmp_path / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len((tmp_path / ROWS_FILE).read_text().splitlines()) == 3
 
@@ -203,11 +214,13 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_missing_task_directory_exits_2_with_one_line(tmp_path: Path) -> None:
     done = _cli("--tasks", str(tmp_path / "nope"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == f"cuda-agent: no task file or directory {tmp_path / 'nope'} " \
-        "(or use 'builtin' or 'starter')"  # fmt: skip
+    assert done.stderr.strip().startswith(
+        f"cuda-agent: no task file or directory {tmp_path / 'nope'} (or name a set: all, builtin"
+    )
 
 
-def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys) -> None:
+def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_AGENT_KERNELBENCH", raising=False)
     broken = tmp_path / "broken.py"
     broken.write_text("class Model(:\n")
     (tmp_path / "empty-run").mkdir()
@@ -219,6 +232,8 @@ def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys) -> N
         (["--tasks", "builtin", "--adapter", str(tmp_path / "empty-run")], "holds no adapter"),
         (["--tasks", "builtin", "--endpoint", f"http://127.0.0.1:{port}/v1"], f"{port}"),
         (["--tasks", "builtin", "--backend", "tpu"], "--backend must be"),
+        (["--tasks", "kernelbench-l1-subset"], "pass --kernelbench DIR or set CUDA_AGENT_KERNELB"),
+        (["--tasks", "kernelbench-l1-subset", "--kernelbench", str(tmp_path)], "no KernelBench"),
     ]
     for args, message in cases:
         assert main(["eval", "--quiet", *args]) == 2, args

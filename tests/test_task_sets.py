@@ -43,7 +43,7 @@ def test_the_shipped_compositions_train_beside_the_starter_suite_and_never_meet_
     assert len(train) == 9 + 200 and [t.name for t in heldout] == sorted(HELDOUT)
     assert all("cpu" in t.solutions for t in train)  # every one can be taught
     families, sources = heldout_guard()
-    assert families == {"elu", "leaky_relu", "tanh", "hardswish", "amax", "mean"}
+    assert {"elu", "leaky_relu", "tanh", "hardswish", "amax", "mean"} <= families
     embedded = load_embedded()
     assert not {family_of(e.task, e.metadata) for e in embedded.entries} & families
     worst = max(similarity(t.source, s) for t in embedded.tasks()[:50] for s in sources.values())

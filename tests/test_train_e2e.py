@@ -198,6 +198,13 @@ def test_train_runs_every_stage_and_writes_outputs(
     assert summary["heldout_pass_rate_after"] is not None
     assert summary["heldout_pass_rate_warmstart"] is not None  # what RL adds to the warm start
     assert (run / "eval" / "heldout_warmstart" / "eval.json").exists()
+    # paired over the held-out tasks: what the run adds, and what RL adds to the warm start
+    for first in ("before", "warmstart"):
+        gain = summary[f"heldout_gain_after_over_{first}"]
+        assert gain["tasks"] == len(HELDOUT_TASKS)
+        assert gain["pass_at_1"]["ci95_low"] <= gain["pass_at_1"]["gain"]
+        assert gain["pass_at_1"]["gain"] <= gain["pass_at_1"]["ci95_high"]
+    assert all(len(r["ci95"]["pass_at_1"]) == 2 for r in heldout)
     assert (run / "adapter" / "adapter_config.json").exists()
     assert (run / "eval" / "heldout_after" / "eval.json").exists()
     assert list((run / "tensorboard").iterdir()), "TensorBoard events"

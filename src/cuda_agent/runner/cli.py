@@ -1,5 +1,5 @@
 """``cuda-agent`` command line: ``cuda-agent train [options]``, ``cuda-agent solve TASK``,
-``cuda-agent eval [options]``."""
+``cuda-agent eval [options]``, ``cuda-agent synth``, ``cuda-agent compare BEFORE AFTER``."""
 
 from __future__ import annotations
 
@@ -45,8 +45,12 @@ def _parser() -> argparse.ArgumentParser:
             "tasks": "training tasks: a directory or file (KernelBench directories as they "
             "are), 'builtin', 'compact' (the built-in tasks with short CUDA solutions), 'synth' "
             "or 'starter' (default: the built-in starter suite)",
-            "eval_tasks": "held-out tasks, never trained on: a directory or file (default: "
-            "six built-in tasks outside the starter suite)",
+            "eval_tasks": "held-out tasks, never trained on: a directory or file, "
+            "'heldout-ops' (six built-in tasks outside the starter suite: the default), "
+            "'heldout-compositions' (synthesized, operator combinations no training set has) or "
+            "'kernelbench-l1-subset' (needs --kernelbench); several joined by '+'",
+            "kernelbench": "a KernelBench checkout for 'kernelbench-l1-subset' (default: "
+            "$CUDA_AGENT_KERNELBENCH)",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",
@@ -82,9 +86,10 @@ def _parser() -> argparse.ArgumentParser:
         )
     solve.add_argument("--quiet", action="store_true", help="no live display")
     _eval_parser(sub)
-    from . import synth_command
+    from . import comparison, synth_command
 
     synth_command.add_parser(sub)
+    comparison.add_parser(sub)
     return parser
 
 
@@ -96,8 +101,13 @@ def _eval_parser(sub: Any) -> None:
         help="evaluate a model on tasks: pass rate, fast_p, pass@k (eval.json, eval.md)",
     )
     help_text = {
-        "tasks": "a task directory (KernelBench level directories as they are) or file; "
-        "'builtin' = every built-in task, 'starter' = the starter suite",
+        "tasks": "a task directory (KernelBench level directories as they are) or file, or a "
+        "named set: 'builtin' (every built-in task), 'starter', 'compact', 'synth', "
+        "'heldout-ops', 'heldout-compositions', 'kernelbench-l1-subset' (needs --kernelbench); "
+        "several joined by '+'",
+        "kernelbench": "a KernelBench checkout for 'kernelbench-l1-subset' (default: "
+        "$CUDA_AGENT_KERNELBENCH)",
+        "temperature": "sampling temperature (0: greedy; with --samples K > 1 use > 0)",
         "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file "
         "(default: the adapter's base model, else smollm2-135m-gguf)",
         "adapter": "a trained adapter: RUN/adapter (or the run directory RUN)",
@@ -105,7 +115,8 @@ def _eval_parser(sub: Any) -> None:
         "api_model": "the endpoint's model name (default: the first it lists)",
         "device": "policy device: auto, cpu, cuda, cuda:1, ...",
         "turns": "most turns of each episode",
-        "samples": "episodes per task (pass@k up to k = samples)",
+        "samples": "episodes per task: pass@1 is the mean over them, pass@k up to k = samples; "
+        "each figure comes with a 95%% bootstrap interval over tasks",
         "out": "output directory; rerun on it to resume (default runs/eval-<timestamp>)",
         "backend": "sandbox backend: cpu, cuda or auto (cuda when a GPU is visible)",
         "time_compile": "time torch.compile too (default: only on CUDA)",
@@ -187,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import synth_command
 
         return synth_command.run(args)
+    if args.command == "compare":
+        from . import comparison
+
+        return comparison.run(args)
     if args.command == "train":
         from .budget import BudgetError
         from .train import train

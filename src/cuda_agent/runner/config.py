@@ -33,8 +33,14 @@ class TrainConfig:
     tasks: str = ""  # training tasks: empty = the built-in training split; else a dir or file
     eval_tasks: str = ""  # held-out tasks: empty = the built-in held-out split; else a dir or file
     eval_limit: int = 0  # most held-out tasks evaluated (0 = all)
+    # the KernelBench checkout of ``kernelbench-l1-subset`` (empty: $CUDA_AGENT_KERNELBENCH)
+    kernelbench: str = ""
     eval_train: bool = True  # also evaluate the training tasks before and after
     eval_turns: int = 1
+    # episodes per held-out task and their temperature (1 and 0: greedy); pass@1 is the mean
+    # over them, each figure with its 95% bootstrap interval over tasks
+    eval_samples: int = 1
+    eval_temperature: float = 0.0
     # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
     eval_after_warmstart: bool = False
     # wall seconds the training stages may take in all (warm start to RL, across resumes; 0: no
@@ -101,7 +107,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         positive = ("tasks_per_step", "group_size", "micro_batch", "warmstart_batch",
-                    "eval_turns", "turns", "rft_samples", "rft_turns", "rft_batch",
+                    "eval_turns", "eval_samples", "turns", "rft_samples", "rft_turns", "rft_batch",
                     "updates_per_batch")  # fmt: skip
         for name in positive:
             if getattr(self, name) < 1:

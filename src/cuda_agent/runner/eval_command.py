@@ -13,12 +13,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.kernel_sandbox import Task, TaskError, builtin_tasks, load_tasks
+from cuda_agent.kernel_sandbox import Task, TaskError
 
 
 @dataclass(frozen=True)
 class EvalOptions:
-    tasks: str = "starter"  # a directory, a file, "builtin" (all built-in) or "starter"
+    tasks: str = "starter"  # a directory, a file or a named set (``eval_tasks_from``)
+    kernelbench: str = ""  # the checkout of "kernelbench-l1-subset" ("": $CUDA_AGENT_KERNELBENCH)
     model: str = ""  # "" = the adapter's base model, else smollm2-135m-gguf
     adapter: str = ""  # a directory written by Policy.save, or a run directory holding adapter/
     endpoint: str = ""  # an OpenAI-compatible API root, instead of a local model
@@ -35,16 +36,21 @@ class EvalOptions:
     batch: int = 4
 
 
-def eval_tasks_from(spec: str) -> list[Task]:
-    """The tasks ``--tasks`` names: "builtin", "starter", a task directory or a task file."""
-    if spec in ("builtin", "all"):
-        return builtin_tasks()
-    if spec == "starter":
-        return builtin_tasks("starter")
-    path = Path(spec)
-    if not path.exists():
-        raise TaskError(f"no task file or directory {spec} (or use 'builtin' or 'starter')")
-    return load_tasks(path)
+def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
+    """The tasks ``--tasks`` names: a task directory or file, or a named set of
+    ``task_sets`` ("builtin" or "all", "starter", "compact", "synth", "heldout-ops",
+    "heldout-compositions", "kernelbench-l1-subset" read from ``kernelbench``), several joined
+    by "+"."""
+    from .task_sets import EVAL_SETS, TRAINING_SETS, load_set
+
+    named = {*TRAINING_SETS, *EVAL_SETS, "all"}
+    parts = spec.split("+")
+    for part in parts:
+        if part not in named and not Path(part).exists():
+            raise TaskError(
+                f"no task file or directory {part} (or name a set: {', '.join(sorted(named))})"
+            )
+    return load_set("+".join("builtin" if p == "all" else p for p in parts), kernelbench)
 
 
 def _holds_adapter(path: Path) -> bool:
@@ -107,7 +113,7 @@ def run_eval(options: EvalOptions, progress: bool = True) -> dict[str, Any]:
 
     if options.backend not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--backend must be cpu, cuda or auto, not {options.backend!r}")
-    tasks = eval_tasks_from(options.tasks)
+    tasks = eval_tasks_from(options.tasks, options.kernelbench)
     policy, name = load_policy(options)
     out = Path(options.out or time.strftime("runs/eval-%Y%m%d-%H%M%S"))
     config = SandboxConfig(
@@ -132,8 +138,16 @@ def run_eval(options: EvalOptions, progress: bool = True) -> dict[str, Any]:
             model=name,
             progress=progress,
         )
+    ci = result["ci95"]
     log(
-        f"pass rate {result['pass_rate']:.1%}, faster than eager {result['faster_than_eager']:.1%}"
-        f", faster than compile {result['faster_than_compile']:.1%}; wrote {out / 'eval.md'}"
+        f"pass@1 {_with_interval(ci['pass_at_1'])}, faster than eager "
+        f"{_with_interval(ci['faster_than_eager_at_1'])} (means over {options.samples} "
+        f"sample(s) a task; {ci['confidence']:.0%} intervals over {len(tasks)} tasks); "
+        f"pass rate {result['pass_rate']:.1%}, faster than compile "
+        f"{result['faster_than_compile']:.1%}; wrote {out / 'eval.md'}"
     )
     return result
+
+
+def _with_interval(interval: dict[str, float]) -> str:
+    return f"{interval['estimate']:.1%} [{interval['low']:.1%}, {interval['high']:.1%}]"

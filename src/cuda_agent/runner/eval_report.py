@@ -1,5 +1,6 @@
-"""``eval.md`` (the reference system's table, fast_p, pass@k and a line per task) and
-``eval.png`` (fast_p against p, vs eager and vs torch.compile) from an ``eval.json`` dict."""
+"""``eval.md`` (the reference system's table, the bootstrap intervals, fast_p, pass@k and a
+line per task) and ``eval.png`` (fast_p against p, vs eager and vs torch.compile) from an
+``eval.json`` dict."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"torch.compile was not timed for {unmeasured} correct kernels ({why}): they "
             "count as not faster than compile.",
         ]
+    lines += _interval_lines(result.get("ci95") or {})
     lines += ["", "## fast_p", "", "| p | fast_p vs eager | fast_p vs compile |", "|---|---|---|"]
     for p, value in result["fast_p"].items():
         lines.append(f"| {p} | {_share(value)} | {_share(result['fast_p_compile'][p])} |")
@@ -69,6 +71,30 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {r['best_reward']} | {r['samples_correct']}/{r['samples']} | {r['turns']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _interval_lines(ci95: dict[str, Any]) -> list[str]:
+    shown = {m: v for m, v in ci95.items() if isinstance(v, dict)}
+    if not shown:
+        return []
+    lines = [
+        "",
+        f"## How sure: {ci95['confidence']:.0%} bootstrap intervals over tasks",
+        "",
+        "| Metric | Estimate | Interval |",
+        "|---|---|---|",
+    ]
+    for metric, v in shown.items():
+        lines.append(
+            f"| {metric} | {_share(v['estimate'])} | {_share(v['low'])} to {_share(v['high'])} |"
+        )
+    lines += [
+        "",
+        "`_at_1`: the mean over each task's samples; `pass_rate`, `faster_than_eager`: the "
+        f"task's best kernel over its samples ({ci95['resamples']} resamples of the tasks, "
+        f"seed {ci95['seed']}).",
+    ]
+    return lines
 
 
 def chart(result: dict[str, Any], path: Path) -> None:

@@ -8,7 +8,9 @@ of an output directory::
     eval_config.json   the settings (a resumed evaluation must use the same ones)
     eval_tasks.jsonl   one row per finished task, appended and fsynced as each chunk finishes
     kernels/<task>.py  the best kernel of each task that had one
-    eval.json          the summary (``cuda_agent.reward.summary``), per_task rows and config
+    eval.json          the summary (``cuda_agent.reward.summary``), ``ci95`` (each metric's
+                       bootstrap interval over tasks: ``comparison.eval_intervals``), per_task
+                       rows and config
     eval.md, eval.png  the table and the fast_p chart (``eval_report``)
 
 An evaluation killed at any moment resumes on the same directory: the tasks already in
@@ -31,6 +33,7 @@ from cuda_agent.kernel_sandbox import Task
 from cuda_agent.reward import summary
 
 from .checkpoint import MetricsWriter, write_json_atomic
+from .comparison import eval_intervals
 
 ROWS_FILE = "eval_tasks.jsonl"
 CONFIG_FILE = "eval_config.json"
@@ -122,7 +125,7 @@ def evaluate_tasks(
     finally:
         bar.close()
     rows = [done[n] for n in names]
-    result = {**summary(rows), "per_task": rows, "config": config}
+    result = {**summary(rows), "ci95": eval_intervals(rows), "per_task": rows, "config": config}
     if out is not None:
         from .eval_report import write_report
 
@@ -146,14 +149,16 @@ def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], st
         for t in e.turns:
             if best is None or _speedup_key(t) > _speedup_key(best[1]):
                 best = (e, t)
-    samples_correct = 0
+    samples_correct = samples_faster = 0
     for e in episodes:
         b = e.best_turn
         r = e.turns[b].result if b is not None else None
         samples_correct += r is not None and r.correct
+        samples_faster += r is not None and r.correct and (r.speedup_vs_eager or 0.0) > 1.0
     row: dict[str, Any] = {"task": task, "correct": False, "speedup_vs_eager": None,
                            "speedup_vs_compile": None, "samples": len(episodes),
-                           "samples_correct": samples_correct}  # fmt: skip
+                           "samples_correct": samples_correct,
+                           "samples_faster_than_eager": samples_faster}  # fmt: skip
     if best is None:  # no episode got as far as a turn
         row.update(best_reward=None, status="no_answer", flags=[], turns=0, best_turn=None,
                    stop_reason=episodes[0].stop_reason if episodes else "")  # fmt: skip

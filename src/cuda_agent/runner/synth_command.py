@@ -3,9 +3,10 @@
     cuda-agent synth --count 1000 --out tasks/ [--backend cpu|cuda] [--max-ops 5] [--seed S]
         [--workers N] [--kernelbench DIR] [--teachable] [--keep-heldout]
 
-By default no synthesized task may meet the trainer's built-in held-out tasks
-(``task_sets.HELDOUT``): their operator combinations are excluded and tasks 0.9 similar to
-them dropped, so ``cuda-agent train --tasks DIR`` evaluates on tasks never trained on.
+By default no synthesized task may meet the evaluation sets shipped here (the built-in
+held-out tasks, ``task_sets.HELDOUT``, and the held-out compositions): their operator
+combinations are excluded and tasks 0.9 similar to them dropped, so ``cuda-agent train --tasks
+DIR`` evaluates on tasks never trained on.
 ``--kernelbench DIR`` (a KernelBench checkout, or ``$CUDA_AGENT_KERNELBENCH``) decontaminates
 against its problems. A killed run resumes with the same ``--out``.
 """
@@ -41,7 +42,7 @@ def add_parser(sub: Any) -> None:
     synth.add_argument(
         "--keep-heldout",
         action="store_true",
-        help="allow the built-in held-out tasks' operator combinations",
+        help="allow the operator combinations of the shipped held-out sets",
     )
     synth.add_argument("--threshold", type=float, default=0.9, help="similarity that drops a task")
     synth.add_argument("--quiet", action="store_true")  # fmt: skip

@@ -2,10 +2,20 @@
 
 By default the training set is the built-in starter suite and the held-out set a fixed list of
 built-in tasks whose operators the starter suite does not have (``HELDOUT``). ``--tasks`` and
-``--eval-tasks`` take a directory or file each (KernelBench directories load as they are),
-``builtin`` (every built-in task; with the default held-out set, less the held-out ones),
-``compact`` (the built-in tasks with a compact reference solution: elementwise operators and
-row reductions whose warm-start answers fit a 768-token budget) or ``starter``. A task in both sets, by name or by source, is refused.
+``--eval-tasks`` take a directory or file each (KernelBench directories load as they are) or a
+named set, several joined by ``+``:
+
+- training sets (``TRAINING_SETS``): ``builtin`` (every built-in task; with the default
+  held-out set, less the held-out ones), ``compact`` (the built-in tasks with a compact
+  reference solution: elementwise operators and row reductions whose warm-start answers fit a
+  768-token budget), ``starter``, ``synth`` (the 200 synthesized compositions shipped with
+  cuda-agent-data);
+- evaluation sets (``EVAL_SETS``): ``heldout-ops`` (the six built-in held-out tasks, the
+  default), ``heldout-compositions`` (compositions shipped with cuda-agent-data whose operator
+  combinations no training set has: ``data.load_embedded("heldout_compositions")``) and
+  ``kernelbench-l1-subset`` (``kernelbench_subset.L1_SUBSET`` from a KernelBench checkout).
+
+A task in both sets, by name or by source, is refused.
 """
 
 from __future__ import annotations
@@ -15,53 +25,68 @@ from cuda_agent.kernel_sandbox import Task, builtin_tasks, load_tasks
 from .config import TrainConfig
 
 
-# Built-in tasks never trained on by default: elementwise activations and row reductions
-# beside the starter suite's relu, silu, gelu_tanh and row_sum, none of them in it.
 class TaskSetError(ValueError):
     """The training and held-out sets meet."""
 
 
-BUILTIN_SETS = {"builtin", "starter", "compact", "synth"}
+TRAINING_SETS = ("builtin", "starter", "compact", "synth")
+EVAL_SETS = ("heldout-ops", "heldout-compositions", "kernelbench-l1-subset")
+BUILTIN_SETS = set(TRAINING_SETS)
+# Built-in tasks never trained on by default: elementwise activations and row reductions
+# beside the starter suite's relu, silu, gelu_tanh and row_sum, none of them in it.
 HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
 
 
 def heldout_guard() -> tuple[set[str], dict[str, str]]:
     """What synthesized training tasks must stay clear of: the operator combinations of the
-    built-in held-out tasks (``cuda_agent.data`` families) and their sources (by name)."""
-    from cuda_agent.data import family_of
+    evaluation sets shipped here (the built-in held-out tasks and the held-out compositions;
+    ``cuda_agent.data`` families) and their sources (by name)."""
+    from cuda_agent.data import family_of, load_embedded
 
     heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
-    return {family_of(t) for t in heldout}, {t.name: t.source for t in heldout}
+    families = {family_of(t) for t in heldout}
+    sources = {t.name: t.source for t in heldout}
+    for entry in load_embedded("heldout_compositions").entries:
+        families.add(entry.family)
+        sources[entry.name] = entry.task.source
+    return families, sources
 
 
-def _load(source: str) -> list[Task]:
-    """Tasks of ``source``: ``builtin``, ``starter``, ``compact``, ``synth`` (the synthesized
-    compositions shipped with cuda-agent-data), a directory or file, or several joined by
-    ``+``."""
+def load_set(source: str, kernelbench: str = "") -> list[Task]:
+    """Tasks of ``source``: a named set (module docstring), a directory or file, or several
+    joined by ``+``. ``kernelbench`` is the KernelBench checkout ``kernelbench-l1-subset``
+    loads from (empty: ``$CUDA_AGENT_KERNELBENCH``)."""
     if "+" in source:
-        return [task for part in source.split("+") for task in _load(part)]
+        return [task for part in source.split("+") for task in load_set(part, kernelbench)]
     if source == "builtin":
         return builtin_tasks()
     if source == "starter":
         return builtin_tasks("starter")
     if source == "compact":
         return [t for t in builtin_tasks() if t.compact_solutions and t.name not in HELDOUT]
-    if source == "synth":
+    if source == "heldout-ops":
+        return [t for t in builtin_tasks() if t.name in HELDOUT]
+    if source in ("synth", "heldout-compositions"):
         from cuda_agent.data import load_embedded
 
-        return load_embedded().tasks()
+        name = "cpu_compositions" if source == "synth" else "heldout_compositions"
+        return load_embedded(name).tasks()
+    if source == "kernelbench-l1-subset":
+        from .kernelbench_subset import load_l1_subset
+
+        return load_l1_subset(kernelbench)
     return load_tasks(source)
 
 
 def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     """(training tasks, held-out tasks) of ``config``; TaskSetError when they meet."""
     if config.eval_tasks:
-        heldout = _load(config.eval_tasks)
+        heldout = load_set(config.eval_tasks, config.kernelbench)
     elif not config.tasks or set(config.tasks.split("+")) <= BUILTIN_SETS:
-        heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
+        heldout = load_set("heldout-ops")
     else:
         heldout = []  # a task directory of the user's and no held-out set: nothing to split
-    train = _load(config.tasks or "starter")
+    train = load_set(config.tasks or "starter", config.kernelbench)
     if not config.eval_tasks and "builtin" in config.tasks.split("+"):
         train = [t for t in train if t.name not in HELDOUT]
     names = {t.name for t in heldout} & {t.name for t in train}

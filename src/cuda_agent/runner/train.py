@@ -25,6 +25,7 @@ from cuda_agent.policy import Policy, PolicyConfig
 
 from .budget import resolve_budget, warmstart_examples
 from .checkpoint import load_state, write_json_atomic
+from .comparison import compare_files, table
 from .config import TrainConfig
 from .context import Log, Run
 from .metrics import RunMetrics, StageProgress, plot_curves
@@ -172,6 +173,17 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
             got = e.get(f"{name}_{when}", {})
             for key in ("mean_reward", "pass_rate", "faster_than_eager"):
                 summary[f"{name}_{key}_{when}"] = got.get(key)
+    tables = []
+    for name, _ in evals:
+        # paired over the same tasks: what the whole run adds, and what RL adds to the warm start
+        for first in ("before", "warmstart"):
+            before, after = run_dir / "eval" / f"{name}_{first}", run_dir / "eval" / f"{name}_after"
+            if (before / "eval.json").is_file() and (after / "eval.json").is_file():
+                gain = compare_files(before, after)
+                summary[f"{name}_gain_after_over_{first}"] = gain
+                tables.append(f"{name}: after over {first}, {gain['tasks']} tasks\n{table(gain)}")
     write_json_atomic(run_dir / "summary.json", summary)
-    log(json.dumps(summary, indent=2))
+    log(json.dumps({k: v for k, v in summary.items() if "_gain_" not in k}, indent=2))
+    for text in tables:
+        log(text)
     return summary

@@ -1,7 +1,9 @@
 """Evaluation stages: held-out (and training) tasks before and after training, with the
 reference system's metrics (``evaluate.evaluate_tasks``: pass rate, faster than eager and
-than compile, geometric-mean speedups, fast_p). Greedy, one episode of ``eval_turns`` turns per
-task; each writes ``eval/<name>/eval.json`` and resumes from the tasks it had finished.
+than compile, geometric-mean speedups, fast_p; each with its 95% bootstrap interval over the
+tasks in ``ci95``). ``eval_samples`` episodes of ``eval_turns`` turns per task at
+``eval_temperature`` (1 and 0 by default: greedy); each writes ``eval/<name>/eval.json``
+and resumes from the tasks it had finished.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         ctx.sandbox,
         tasks,
         turns=config.eval_turns,
-        samples=1,
-        temperature=0.0,
+        samples=config.eval_samples,
+        temperature=config.eval_temperature,
         max_new_tokens=config.max_new_tokens,
         out_dir=ctx.run_dir / "eval" / name,
         log=ctx.log,
@@ -49,6 +51,10 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     )
     rewards = [row.get("best_reward") for row in result["per_task"]]
     summary = {key: result.get(key) for key in KEYS}
+    summary["pass_at_1"] = result["pass_at_k"].get("1")
+    summary["ci95"] = {  # [low, high] of each figure over the tasks (comparison.py)
+        m: [v["low"], v["high"]] for m, v in result["ci95"].items() if isinstance(v, dict)
+    }
     summary["mean_reward"] = (
         statistics.fmean(r if r is not None else 0.0 for r in rewards) if rewards else None
     )

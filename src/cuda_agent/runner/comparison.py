@@ -1,0 +1,153 @@
+"""How sure an evaluation is, and whether one beats another: ``cuda_agent.reward.confidence``
+composed over ``eval.json`` rows (no math here).
+
+    eval_intervals(rows)            the 95% bootstrap interval of each metric over tasks
+    compare(before, after)          the paired gain of each metric and its interval
+    compare_files(a.json, b.json)   the same from two eval.json files (``cuda-agent compare``)
+
+The metrics (``METRICS``), each a mean over tasks of a per-task value:
+
+- ``pass_at_1``: the share of a task's samples whose best kernel is correct (c / n), averaged;
+- ``faster_than_eager_at_1``: the share of a task's samples whose best kernel is correct and
+  faster than eager, averaged;
+- ``pass_rate`` and ``faster_than_eager``: the same of the task's best kernel over all its
+  samples (pass@n and "faster@n"): ``eval.json``'s figures of the same names;
+- ``pass_at_<k>`` for the other k of the evaluation's ``pass_at_k``.
+
+With one greedy sample per task the ``_at_1`` figures equal the best-kernel ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.reward import intervals, paired_gains
+
+METRICS = ("pass_at_1", "faster_than_eager_at_1", "pass_rate", "faster_than_eager")
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 0  # fixed: the same rows always give the same interval
+
+
+def _metrics(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    least = min((int(r.get("samples", 1)) for r in rows), default=1)
+    ks = [k for k in (2, 5, 10, 20, 50, 100) if k <= least]
+    return [*METRICS, *(f"pass_at_{k}" for k in ks)]
+
+
+def eval_intervals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{metric: {"estimate", "low", "high"}, ..., "confidence", "resamples", "seed"}``: the
+    bootstrap interval over tasks of each metric of ``rows`` (an ``eval.json``'s
+    ``per_task``); ``{}`` for no rows."""
+    if not rows:
+        return {}
+    got = intervals(rows, _metrics(rows), confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED)
+    return {
+        **{m: i.to_dict() for m, i in got.items()},
+        "confidence": CONFIDENCE,
+        "resamples": RESAMPLES,
+        "seed": SEED,
+    }
+
+
+def compare(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The paired comparison of two evaluations of the same tasks (rows matched by task):
+    per metric ``{"before", "before_ci95", "after", "after_ci95", "gain", "ci95_low",
+    "ci95_high", "significant"}`` (each side's interval as ``[low, high]``; ``significant``:
+    the gain's paired interval excludes zero), with ``tasks``, ``confidence``,
+    ``resamples`` and ``seed``. ``ValueError`` naming the tasks when the sets differ."""
+    metrics = _metrics([*before, *after])
+    gains = paired_gains(
+        before, after, metrics, confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED
+    )
+    sides = [
+        intervals(rows, metrics, confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED)
+        for rows in (before, after)
+    ]
+    out: dict[str, Any] = {}
+    for m, gain in gains.items():
+        out[m] = {
+            "before": sides[0][m].estimate,
+            "before_ci95": [sides[0][m].low, sides[0][m].high],
+            "after": sides[1][m].estimate,
+            "after_ci95": [sides[1][m].low, sides[1][m].high],
+            "gain": gain.estimate,
+            "ci95_low": gain.low,
+            "ci95_high": gain.high,
+            "significant": gain.excludes_zero,
+        }
+    return {
+        **out,
+        "tasks": len(before),
+        "confidence": CONFIDENCE,
+        "resamples": RESAMPLES,
+        "seed": SEED,
+    }
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The per-task rows of an ``eval.json`` (or of an evaluation directory holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "eval.json"
+    if not path.is_file():
+        raise ValueError(f"no evaluation at {path} (an eval.json or a directory holding one)")
+    data = json.loads(path.read_text())
+    rows = data.get("per_task") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f"{path} has no per_task rows: is it an eval.json?")
+    return rows
+
+
+def compare_files(before: str | Path, after: str | Path) -> dict[str, Any]:
+    """``compare`` of two ``eval.json`` files (or evaluation directories)."""
+    return compare(read_rows(before), read_rows(after))
+
+
+def table(comparison: Mapping[str, Any]) -> str:
+    """A short text table of a ``compare`` result: metric, before, after, gain [interval]."""
+    lines = [f"{'metric':<24} {'before':>7} {'after':>7} {'gain':>7}  95% interval"]
+    for m, v in comparison.items():
+        if not isinstance(v, Mapping):
+            continue
+        mark = "  significant" if v["significant"] else ""
+        lines.append(
+            f"{m:<24} {v['before']:>7.1%} {v['after']:>7.1%} {v['gain']:>+7.1%}  "
+            f"[{v['ci95_low']:+.1%}, {v['ci95_high']:+.1%}]{mark}"
+        )
+    return "\n".join(lines)
+
+
+def add_parser(sub: Any) -> None:
+    """``cuda-agent compare BEFORE AFTER [--out FILE.json]``."""
+    parser = sub.add_parser(
+        "compare",
+        help="the paired gain of two evaluations of the same tasks, with 95% intervals",
+        description="Compare two evaluations of the same tasks (eval.json files or the "
+        "directories holding them, e.g. RUN/eval/heldout_warmstart and RUN/eval/heldout_after): "
+        "each metric before and after, the gain and its paired bootstrap interval over tasks.",
+    )
+    parser.add_argument("before", help="the first evaluation: eval.json or its directory")
+    parser.add_argument("after", help="the second evaluation, of the same tasks")
+    parser.add_argument("--out", default="", help="also write the comparison as JSON here")
+
+
+def run(args: Any) -> int:
+    """The ``compare`` command: prints the table (and writes ``--out``); 2 on a bad input."""
+    import sys
+
+    try:
+        result = compare_files(args.before, args.after)
+    except (ValueError, OSError) as exc:
+        print(f"cuda-agent: {exc}", file=sys.stderr)
+        return 2
+    print(f"{result['tasks']} tasks; gains of {args.after} over {args.before}")
+    print(table(result))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0

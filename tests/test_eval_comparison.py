@@ -1,0 +1,71 @@
+"""Comparing evaluations (``runner.comparison``, ``cuda-agent compare``): the paired gain of
+each metric over the same tasks with its interval, read from eval.json files as the runner
+writes them; two evaluations of different tasks are refused with the tasks named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.runner.cli import main
+from cuda_agent.runner.comparison import METRICS, compare, compare_files, eval_intervals, table
+
+
+def _rows(correct: list[int], samples: int = 1) -> list[dict]:
+    """One row per task: ``correct[i]`` of ``samples`` samples correct, half of those faster."""
+    return [
+        {"task": f"t{i}", "correct": c > 0, "speedup_vs_eager": 1.5 if c else None,
+         "samples": samples, "samples_correct": c, "samples_faster_than_eager": c}
+        for i, c in enumerate(correct)
+    ]  # fmt: skip
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.mkdir(parents=True)
+    (path / "eval.json").write_text(json.dumps({"per_task": rows, "ci95": eval_intervals(rows)}))
+    return path
+
+
+def test_identical_evaluations_gain_nothing_and_a_broad_gain_is_significant() -> None:
+    before = _rows([0] * 48 + [1] * 16)
+    same = compare(before, before)
+    for metric in METRICS:
+        assert same[metric]["gain"] == same[metric]["ci95_low"] == same[metric]["ci95_high"] == 0
+        assert not same[metric]["significant"]
+    after = _rows([1] * 30 + [0] * 18 + [1] * 16)  # 30 more tasks solved, none lost
+    better = compare(before, after)
+    assert better["tasks"] == 64 and better["pass_at_1"]["gain"] == pytest.approx(30 / 64)
+    assert better["pass_at_1"]["significant"] and better["pass_at_1"]["ci95_low"] > 0.3
+    assert better["pass_at_1"]["before"] == 0.25 and better["pass_at_1"]["after_ci95"][0] > 0.6
+    one = compare(before, _rows([1] + [0] * 47 + [1] * 16))  # one task more: noise
+    assert not one["pass_at_1"]["significant"] and one["pass_at_1"]["ci95_low"] == 0.0
+    assert "pass_at_1" in table(better) and "significant" in table(better)
+
+
+def test_pass_at_k_is_compared_up_to_the_samples_every_task_has() -> None:
+    got = compare(_rows([0, 1, 4, 2], samples=4), _rows([4, 4, 4, 2], samples=4))
+    assert {"pass_at_2"} <= set(got) and "pass_at_5" not in got
+    assert got["pass_at_1"]["gain"] == pytest.approx((4 / 4 + 3 / 4 + 0 + 0) / 4)
+
+
+def test_evaluations_of_other_tasks_are_refused(tmp_path: Path, capsys) -> None:
+    a = _write(tmp_path / "a", _rows([1, 0]))
+    b = _write(tmp_path / "b", _rows([1, 0, 1]))
+    with pytest.raises(ValueError, match="in one only: t2"):
+        compare_files(a, b)
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "in one only: t2" in capsys.readouterr().err
+    assert main(["compare", str(a), str(tmp_path / "nothing")]) == 2
+
+
+def test_the_compare_command_prints_the_table_and_writes_json(tmp_path: Path, capsys) -> None:
+    a = _write(tmp_path / "eval" / "heldout_warmstart", _rows([0] * 40))
+    b = _write(tmp_path / "eval" / "heldout_after", _rows([1] * 20 + [0] * 20))
+    out = tmp_path / "gain.json"
+    assert main(["compare", str(a), str(b / "eval.json"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "40 tasks" in printed and "+50.0%" in printed and "significant" in printed
+    saved = json.loads(out.read_text())
+    assert saved["faster_than_eager"]["significant"] and saved["seed"] == 0
