@@ -10,10 +10,13 @@ warm start), seconds per stage, and the RL steps' statistics.
 
 ``--learning`` also writes issue 17's ``learning.json``: the held-out pass rate and
 faster-than-eager rate before training, after the warm start and after RL (shares in 0..1),
-the gains of RL over the warm start (and ``gain_rl_over_warmstart_paired``: each metric's
-paired gain with its 95% bootstrap interval over the tasks, ``runner.comparison.compare``),
-whether both reach ``TARGET_GAIN``, ``training_s`` (the
-seconds of the training stages, evaluations left out), ``model``, ``gpu`` and ``commit``.
+the gains of RL over the warm start, whether both reach ``TARGET_GAIN``, ``training_s`` (the
+seconds of the training stages, evaluations left out), ``model``, ``gpu`` and ``commit``;
+with an evaluation after the warm start, ``gain_rl_over_warmstart_paired`` (each metric's
+paired gain with its 95% bootstrap interval over the tasks, ``runner.comparison.compare``) and,
+for each of ``heldout_compositions``, ``heldout_ops`` and ``kernelbench_l1_subset`` whose tasks
+the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with its
+intervals, RL's gain with its interval's ends).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from cuda_agent.runner.comparison import compare_files
+from cuda_agent.runner.comparison import compare_files, learning_entry, read_rows
 
 EVAL_KEYS = (
     "pass_rate",
@@ -81,6 +84,27 @@ def learning(report: dict) -> dict:
         "training_s": sum(report["stage_seconds"].values()),
         **{k: report[k] for k in ("model", "gpu", "commit", "date", "command", "torch")},
     }
+
+
+def per_set(warm: list[dict], after: list[dict]) -> dict[str, dict]:
+    """Issue 29's blocks (``comparison.learning_entry``) for each named evaluation set whose
+    tasks the held-out evaluation holds (``--eval-tasks heldout-compositions+heldout-ops+
+    kernelbench-l1-subset`` evaluates all three at once)."""
+    from cuda_agent.data import load_embedded
+    from cuda_agent.runner.kernelbench_subset import L1_SUBSET
+    from cuda_agent.runner.task_sets import HELDOUT
+
+    sets = {
+        "heldout_compositions": set(load_embedded("heldout_compositions").names),
+        "heldout_ops": set(HELDOUT),
+        "kernelbench_l1_subset": {f"L1_{stem}" for stem in L1_SUBSET},
+    }
+    out = {}
+    for key, names in sets.items():
+        mine = [[r for r in rows if r["task"] in names] for rows in (warm, after)]
+        if mine[0] and mine[1]:
+            out[key] = learning_entry(*mine)
+    return out
 
 
 def main() -> None:
@@ -142,6 +166,7 @@ def main() -> None:
         )
         if (warm / "eval.json").is_file() and (after / "eval.json").is_file():
             figure["gain_rl_over_warmstart_paired"] = compare_files(warm, after)
+            figure.update(per_set(read_rows(warm), read_rows(after)))
         args.learning.write_text(json.dumps(figure, indent=2) + "\n")
         print(json.dumps({k: figure[k] for k in ("gain_rl_over_warmstart", "target_met")}))
     short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}

@@ -69,3 +69,16 @@ def test_the_compare_command_prints_the_table_and_writes_json(tmp_path: Path, ca
     assert "40 tasks" in printed and "+50.0%" in printed and "significant" in printed
     saved = json.loads(out.read_text())
     assert saved["faster_than_eager"]["significant"] and saved["seed"] == 0
+
+
+def test_a_learning_entry_has_both_sides_with_intervals_and_the_gain() -> None:
+    from cuda_agent.runner.comparison import learning_entry
+
+    warm, rl = _rows([0] * 40 + [1] * 24), _rows([1] * 20 + [0] * 20 + [1] * 24)
+    got = learning_entry(warm, rl)
+    assert (got["tasks"], got["samples"]) == (64, 1)
+    assert got["after_warmstart"]["pass_at_1"] == 24 / 64 and got["after_rl"]["pass_at_1"] == 0.6875
+    low, high = got["after_rl"]["ci95"]["faster_than_eager"]
+    assert low <= got["after_rl"]["faster_than_eager"] <= high
+    assert got["gain"]["pass_at_1"] == pytest.approx(20 / 64)
+    assert got["gain"]["ci95_low"]["pass_at_1"] > 0 and got["gain"]["significant"]["pass_at_1"]

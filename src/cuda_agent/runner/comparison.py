@@ -4,6 +4,8 @@ composed over ``eval.json`` rows (no math here).
     eval_intervals(rows)            the 95% bootstrap interval of each metric over tasks
     compare(before, after)          the paired gain of each metric and its interval
     compare_files(a.json, b.json)   the same from two eval.json files (``cuda-agent compare``)
+    learning_entry(warm, rl)        one set's block of a learning figure (after the warm start,
+                                    after RL, RL's gain)
 
 The metrics (``METRICS``), each a mean over tasks of a per-task value:
 
@@ -87,6 +89,35 @@ def compare(
         "confidence": CONFIDENCE,
         "resamples": RESAMPLES,
         "seed": SEED,
+    }
+
+
+def learning_entry(
+    warmstart: Sequence[Mapping[str, Any]], rl: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One evaluation set's block of a learning figure: the same tasks evaluated after the warm
+    start and after RL, each side's ``pass_at_1``, ``faster_than_eager`` (best kernel of the
+    task's samples), ``faster_than_eager_at_1`` and their ``ci95`` (``[low, high]``), and the
+    ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``)."""
+    shown = ("pass_at_1", "faster_than_eager", "faster_than_eager_at_1")
+    c = compare(warmstart, rl)
+
+    def side(which: str) -> dict[str, Any]:
+        return {
+            **{m: c[m][which] for m in shown},
+            "ci95": {m: c[m][f"{which}_ci95"] for m in shown},
+        }
+
+    return {
+        "tasks": c["tasks"],
+        "samples": min((int(r.get("samples", 1)) for r in [*warmstart, *rl]), default=0),
+        "after_warmstart": side("before"),
+        "after_rl": side("after"),
+        "gain": {
+            **{m: c[m]["gain"] for m in shown},
+            **{key: {m: c[m][key] for m in shown} for key in ("ci95_low", "ci95_high")},
+            "significant": {m: c[m]["significant"] for m in shown},
+        },
     }
 
 
