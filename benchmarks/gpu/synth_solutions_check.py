@@ -1,13 +1,14 @@
 """Judge the compact CUDA solutions of the embedded synthesized tasks on the GPU.
 
-    python benchmarks/gpu/synth_solutions_check.py OUT.json [--limit N]
+    python benchmarks/gpu/synth_solutions_check.py OUT.json [--limit N] [--set NAME]
 
 `cuda-agent-data`'s `cpu_compositions` (200 chains of elementwise ops and one row reduction)
 carry a `solution_cuda_compact.py` each, written by `data.solutions.cuda_solution`. A warm start
 on the CUDA backend teaches them, so each must pass the sandbox on a GPU, like any candidate:
 this evaluates them all (one slot, the sandbox's default checks, torch.compile not timed) and
 writes each verdict and speedup over eager, and the counts. OUT.json is rewritten after every
-chunk of 20, so a run cut short keeps what it judged.
+chunk of 20, so a run cut short keeps what it judged. `--set heldout_compositions` judges the
+held-out compositions' CUDA solutions instead (for checking only: never taught).
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--set", default="cpu_compositions", help="an embedded set's name")
     args = parser.parse_args()
-    tasks = [t for t in load_embedded().tasks() if "cuda" in t.compact_solutions]
+    tasks = [t for t in load_embedded(args.set).tasks() if "cuda" in t.compact_solutions]
     tasks = tasks[: args.limit] if args.limit else tasks
-    command = "python benchmarks/gpu/synth_solutions_check.py OUT.json"
+    command = f"python benchmarks/gpu/synth_solutions_check.py OUT.json --set {args.set}"
     report: dict = {
         **provenance("synth_solutions_check", command, torch.cuda.device_count()),
         "tasks": len(tasks),

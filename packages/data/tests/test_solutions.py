@@ -73,10 +73,11 @@ def test_a_reduction_is_a_block_per_row_and_mixes_no_float_into_double_calls():
 
 
 @pytest.mark.gpu
-def test_the_embedded_cuda_solutions_pass_the_sandbox_on_a_gpu():
+@pytest.mark.parametrize("name", ["cpu_compositions", "heldout_compositions"])
+def test_the_embedded_cuda_solutions_pass_the_sandbox_on_a_gpu(name):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    tasks = load_embedded().tasks()
+    tasks = load_embedded(name).tasks()
     with Sandbox(SandboxConfig(backend="cuda", time_compile=False)) as box:
         results = box.evaluate_many([(t, t.compact_solutions["cuda"]) for t in tasks])
     failed = {t.name: r.message[:200] for t, r in zip(tasks, results, strict=True) if not r.correct}

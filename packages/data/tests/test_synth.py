@@ -145,10 +145,13 @@ def test_bad_arguments_are_clear_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_embedded_compositions_solutions_pass_the_sandbox():
-    """A sample of the shipped set: tasks load with their metadata, solutions are correct."""
-    embedded = load_embedded()
-    assert len(embedded) == 200
+@pytest.mark.parametrize(
+    ("name", "size"), [("cpu_compositions", 200), ("heldout_compositions", 96)]
+)
+def test_embedded_compositions_solutions_pass_the_sandbox(name, size):
+    """A sample of each shipped set: tasks load with their metadata, solutions are correct."""
+    embedded = load_embedded(name)
+    assert len(embedded) == size
     sample = random.Random(0).sample(embedded.tasks(), 8)
     with Sandbox(SandboxConfig(backend="cpu")) as box:
         for task in sample:
