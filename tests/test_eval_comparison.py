@@ -82,3 +82,10 @@ def test_a_learning_entry_has_both_sides_with_intervals_and_the_gain() -> None:
     assert low <= got["after_rl"]["faster_than_eager"] <= high
     assert got["gain"]["pass_at_1"] == pytest.approx(20 / 64)
     assert got["gain"]["ci95_low"]["pass_at_1"] > 0 and got["gain"]["significant"]["pass_at_1"]
+
+
+def test_rows_without_the_per_sample_count_leave_that_figure_out() -> None:
+    old = [{k: v for k, v in r.items() if k != "samples_faster_than_eager"}
+           for r in _rows([0, 2, 1], samples=2)]  # fmt: skip
+    got = eval_intervals(old)
+    assert "faster_than_eager_at_1" not in got and got["pass_at_1"]["estimate"] == 0.5

@@ -37,7 +37,14 @@ SEED = 0  # fixed: the same rows always give the same interval
 def _metrics(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     least = min((int(r.get("samples", 1)) for r in rows), default=1)
     ks = [k for k in (2, 5, 10, 20, 50, 100) if k <= least]
-    return [*METRICS, *(f"pass_at_{k}" for k in ks)]
+    # rows written before the per-sample count was recorded (several samples, no count) have
+    # no faster_than_eager_at_1: left out rather than failing a finished evaluation
+    known = all(
+        r.get("samples_faster_than_eager") is not None or int(r.get("samples", 1)) == 1
+        for r in rows
+    )
+    metrics = [m for m in METRICS if known or m != "faster_than_eager_at_1"]
+    return [*metrics, *(f"pass_at_{k}" for k in ks)]
 
 
 def eval_intervals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -99,8 +106,8 @@ def learning_entry(
     start and after RL, each side's ``pass_at_1``, ``faster_than_eager`` (best kernel of the
     task's samples), ``faster_than_eager_at_1`` and their ``ci95`` (``[low, high]``), and the
     ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``)."""
-    shown = ("pass_at_1", "faster_than_eager", "faster_than_eager_at_1")
     c = compare(warmstart, rl)
+    shown = [m for m in ("pass_at_1", "faster_than_eager", "faster_than_eager_at_1") if m in c]
 
     def side(which: str) -> dict[str, Any]:
         return {
