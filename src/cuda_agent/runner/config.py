@@ -29,6 +29,9 @@ class TrainConfig:
     out: str = ""  # empty = runs/<timestamp>
     model: str = "smollm2-135m-gguf"
     backend: str = "auto"  # sandbox backend: auto | cpu | cuda
+    # sandbox lanes per GPU (on the CPU backend, of the host): several check candidates at
+    # once while timing stays alone on its device (0 = auto: from the cores and memory)
+    lanes_per_gpu: int = 0
     device: str = "auto"  # policy device
     tasks: str = ""  # training tasks: empty = the built-in training split; else a dir or file
     eval_tasks: str = ""  # held-out tasks: empty = the built-in held-out split; else a dir or file

@@ -29,7 +29,7 @@ from .comparison import compare_files, table
 from .config import TrainConfig
 from .context import Log, Run
 from .metrics import RunMetrics, StageProgress, plot_curves
-from .stages import evaluation, rft, rl, value, warmstart
+from .stages import baselines, evaluation, rft, rl, value, warmstart
 from .task_sets import task_sets
 
 EVAL_POINTS = ("_before", "_warmstart", "_after")  # evaluation stages' name endings
@@ -75,6 +75,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
             backend=config.backend,  # type: ignore[arg-type]
             ray_address=config.ray_address or None,
             workers=config.ray_sandbox_workers,
+            lanes_per_gpu=config.lanes_per_gpu or "auto",
         )
     )
     rollouts = None
@@ -83,7 +84,8 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
 
         rollouts = RayRollouts(policy_config, sandbox, config.ray_rollout_workers)
     log(
-        f"sandbox backend: {sandbox.backend} ({sandbox.config.workers} workers); policy on "
+        f"sandbox backend: {sandbox.backend} ({sandbox.config.workers} device(s), "
+        f"{sandbox.config.lanes_per_gpu} lanes each); policy on "
         f"{policy.device} ({getattr(policy.model, 'dtype', '?')})"
     )
     examples = warmstart_examples(policy, train_tasks, sandbox.backend, config.warmstart_solutions)
@@ -123,6 +125,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     ctx.prune()  # checkpoints a killed run wrote but never committed
     try:
         with sandbox:
+            baselines.run(ctx, [*train_tasks, *heldout])
             for name, tasks in evals:
                 display.stage(f"{name}_before", 1)
                 evaluation.run(ctx, f"{name}_before", tasks)
