@@ -91,7 +91,10 @@ def run_pool(config: SandboxConfig, jobs: list, rounds: int, trace: bool) -> dic
         lanes = sandbox.config.lanes_per_gpu
     spans = read_spans(directory) if directory else []
     overlaps = timing_overlaps(spans)
+    timing_s = sum(x.end - x.start for x in spans if x.timing)
     return {
+        "where": _where(results),
+        "timing_sections_s": timing_s,  # the GPU held alone, summed (traced pools only)
         "lanes_per_gpu": lanes,
         "startup_s": startup,
         "warm_pass": {"evaluations": len(warm), "seconds": warm_s},
@@ -279,6 +282,8 @@ def part_aa(report: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Training compositions: their baselines measured ahead (in lanes), then a first visit
+    and a warm visit through one lane and through the lanes."""
     from cuda_agent.data import load_embedded
 
     tasks = load_embedded().tasks()
@@ -287,13 +292,20 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
     ]
     jobs = [(t, a) for t, a in zip(tasks, answers, strict=True) if a][: args.compositions]
     out: dict[str, Any] = {"tasks": len(jobs)}
+    with Sandbox(SandboxConfig(backend=args.backend, lanes_per_gpu=_lanes(args))) as sandbox:
+        t0 = time.perf_counter()
+        statuses = sandbox.measure_baselines([t for t, _ in jobs])
+        out["baselines_ahead"] = {
+            "seconds": time.perf_counter() - t0,
+            "lanes_per_gpu": sandbox.config.lanes_per_gpu,
+            "statuses": _count(x.status for x in statuses),
+        }
+    print("baselines ahead", out["baselines_ahead"], flush=True)
     for name, lanes in (("one_lane", 1), ("lanes", _lanes(args))):
-        cache = tempfile.mkdtemp(prefix="lanes-cache-")  # cold: no baseline kept
-        os.environ["CUDA_AGENT_CACHE"] = cache
         with Sandbox(SandboxConfig(backend=args.backend, lanes_per_gpu=lanes)) as sandbox:
             sandbox.warm_up()
             passes = {}
-            for visit in ("cold", "warm"):
+            for visit in ("first", "warm"):
                 t0 = time.perf_counter()
                 results = sandbox.evaluate_many(jobs)
                 seconds = time.perf_counter() - t0
@@ -302,9 +314,13 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
                     "evaluations_per_minute": 60 * len(results) / seconds,
                     "median_wall_s": statistics.median(r.wall_seconds or 0 for r in results),
                     "statuses": _count(r.status for r in results),
+                    "where": _where(results),
                 }
-            passes["warm"]["where"] = _where(results)
-            out[name] = {"lanes_per_gpu": sandbox.config.lanes_per_gpu, **passes}
+            out[name] = {
+                "lanes_per_gpu": sandbox.config.lanes_per_gpu,
+                "gate": sandbox.gate_stats(),
+                **passes,
+            }
         print(name, json.dumps({k: v["evaluations_per_minute"] for k, v in passes.items()}))
     report["compositions"] = out
 

@@ -53,6 +53,15 @@ from throughput import SHAPES  # noqa: E402
 
 SHAPES = {
     **SHAPES,
+    "smollm2-135m": {  # SmolLM2-135M's dimensions (config.json), in Qwen2's architecture
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "vocab_size": 49152,
+        "tie_word_embeddings": True,
+    },
     "tiny": {  # a CPU smoke shape: the same architecture, small
         "hidden_size": 64,
         "intermediate_size": 128,
@@ -195,22 +204,38 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
     from cuda_agent.runner.update import update
 
     backend = "cuda" if args.device.startswith("cuda") else "cpu"
-    by_name = {t.name: t for t in builtin_tasks()}
-    tasks = [by_name[n] for n in STARTER_SUITE][: args.prompts]
+    if args.task_set == "compositions":  # the training compositions, compact solutions
+        from cuda_agent.data import load_embedded
+
+        tasks = load_embedded().tasks()[: args.prompts]
+        answer = {t.name: t.compact_solutions.get(backend) or t.solutions[backend] for t in tasks}
+    else:
+        by_name = {t.name: t for t in builtin_tasks()}
+        tasks = [by_name[n] for n in STARTER_SUITE][: args.prompts]
+        answer = {t.name: t.solutions[backend] for t in tasks}
+    # A share of the answers is another task's kernel (plausible code, wrong for this task:
+    # judged incorrect or failing), as a policy's answers are in part.
+    wrong = {t.name: answer[tasks[(i + 1) % len(tasks)].name] for i, t in enumerate(tasks)}
     model, tokenizer = build_model(args.shape, args.device, args.seed)
     policy = Policy.from_model(model, tokenizer, PolicyConfig(device=args.device, lora_rank=0))
     optimizer = policy.optimizer(lr=1e-6)
     config = TrainConfig(micro_batch=args.micro_batch, lora_rank=0)
     vocab = SHAPES[args.shape]["vocab_size"]
-    sandbox = Sandbox(SandboxConfig(backend=backend))  # type: ignore[arg-type]
-    slots = sandbox.config.workers
+    sandbox = Sandbox(
+        SandboxConfig(backend=backend, lanes_per_gpu=args.lanes or "auto")  # type: ignore[arg-type]
+    )
+    if backend == "cuda":
+        sandbox.measure_baselines(tasks)  # ahead, as cuda-agent train does
+    slots = sandbox.config.workers * int(sandbox.config.lanes_per_gpu)
     pool = ThreadPoolExecutor(max_workers=2)
+    gpu = _UtilisationLog() if backend == "cuda" else None
 
     def step(k: int) -> dict[str, Any]:
         prompts = prompt_ids(vocab, len(tasks), args.prompt_tokens, args.seed + k)
         halves = [list(range(len(tasks)))[m::2] for m in range(2)]
         t0 = time.perf_counter()
         sample_s, futures, groups = 0.0, [], {}
+        submitted = 0.0
         for half in halves:
             s0 = time.perf_counter()
             out = policy.generate(
@@ -223,7 +248,13 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
             _sync(args.device)
             sample_s += time.perf_counter() - s0
             groups.update(zip(half, out, strict=True))
-            jobs = [(tasks[i], tasks[i].solutions[backend]) for i in half for _ in out[0]]
+            jobs = [
+                (tasks[i], wrong[tasks[i].name] if j < args.wrong_share * len(out[0]) else
+                 answer[tasks[i].name])
+                for i in half
+                for j in range(len(out[0]))
+            ]  # fmt: skip
+            submitted = submitted or time.perf_counter()
             futures.append(pool.submit(sandbox.evaluate_many, jobs))
         sampled_at = time.perf_counter()
         verdicts = [r for f in futures for r in f.result()]
@@ -245,6 +276,8 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
         end = time.perf_counter()
         busy = sum(r.wall_seconds for r in verdicts) / slots
         waited = evaluated_at - sampled_at
+        sandbox_wall = evaluated_at - submitted  # first answers in to last verdict out
+        alone = gpu.mean(sampled_at, evaluated_at) if gpu else None
         tokens = sum(len(s.prompt_ids) + len(s.response_ids) for _, s in samples)
         return {
             "seconds": end - t0,
@@ -257,6 +290,11 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
             "sandbox_busy_s": busy,
             "overlap": max(0.0, min(1.0, (busy - waited) / busy)) if busy else None,
             "evaluations": len(verdicts),
+            "evaluations_per_minute": 60 * len(verdicts) / sandbox_wall,
+            # sandbox time that did not overlap sampling, over the step's wall time
+            "sandbox_share": waited / (end - t0),
+            # GPU utilisation (NVML) while only the sandbox ran (sampling done)
+            "gpu_busy_share_sandbox_alone": alone,
             "statuses": {
                 v: [r.status for r in verdicts].count(v) for v in {r.status for r in verdicts}
             },
@@ -272,10 +310,50 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         pool.shutdown()
         sandbox.close()
+        if gpu:
+            gpu.close()
     out = _summary(first, timed, args.device)
     out["slots"] = slots
+    out["lanes_per_gpu"] = sandbox.config.lanes_per_gpu
+    out["task_set"] = args.task_set
+    out["wrong_share"] = args.wrong_share
+    for key in ("evaluations_per_minute", "sandbox_share", "gpu_busy_share_sandbox_alone"):
+        values = [t[key] for t in timed if t.get(key) is not None]
+        out[key] = sum(values) / len(values) if values else None
     out["tasks"] = [t.name for t in tasks]
     return out
+
+
+class _UtilisationLog:
+    """``nvidia-smi``'s GPU utilisation (the share of time a kernel ran) every 100 ms, with the
+    time each line arrived, for the mean over a window."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: list[tuple[float, float]] = []
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+             "-lms", "100"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.samples.append((time.perf_counter(), float(line.split(",")[0]) / 100))
+            except ValueError:
+                continue
+
+    def mean(self, start: float, end: float) -> float | None:
+        inside = [u for t, u in self.samples if start <= t <= end]
+        return sum(inside) / len(inside) if inside else None
+
+    def close(self) -> None:
+        self.proc.kill()
 
 
 # -------------------------------------------------------------------------------------- TRL
@@ -411,6 +489,9 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=2, help="timed steps after the first")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task-set", default="starter", choices=("starter", "compositions"))
+    parser.add_argument("--wrong-share", type=float, default=0.5, help="sandbox part")
+    parser.add_argument("--lanes", type=int, default=0, help="sandbox lanes per GPU (0: auto)")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per part")
     parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # a subprocess's part
     args = parser.parse_args()

@@ -59,7 +59,7 @@ def test_readers_share_the_gate_and_a_writer_waits_for_them():
 
 
 def test_a_waiting_writer_stops_new_readers_and_queued_timings_run_back_to_back():
-    gate, log = TimingGate(), []
+    gate, log = TimingGate(gather_s=0.0), []  # no gathering: the writer closes the gate at once
     _enter(gate, "read", log, "r1").join()
     w1 = _enter(gate, "write", log, "w1")
     _settle()
@@ -84,6 +84,41 @@ def test_a_waiting_writer_stops_new_readers_and_queued_timings_run_back_to_back(
     gate.release_read()
     w3.join(5)
     assert log[-1] == "w3"
+
+
+def test_a_timing_gathers_others_while_checks_go_on_then_they_run_as_one_batch():
+    gate, log = TimingGate(gather_s=30.0), []
+    _enter(gate, "read", log, "r1").join()
+    w1 = _enter(gate, "write", log, "w1")
+    _settle()
+    _enter(gate, "read", log, "r2").join(5)  # checks go on while the timing gathers
+    w2 = _enter(gate, "write", log, "w2")
+    _settle()
+    assert log == ["r1", "r2"]
+    gate.release_read()
+    gate.release_read()  # no check left: the batch starts without waiting out the gathering
+    w1.join(5)
+    assert log == ["r1", "r2", "w1"]
+    gate.release_write()
+    w2.join(5)
+    assert log[-1] == "w2" and gate.batches == 1  # one batch: one drain served both
+    gate.release_write()
+
+
+def test_a_timing_closes_the_gate_once_it_has_gathered_long_enough():
+    gate, log = TimingGate(gather_s=0.1), []
+    _enter(gate, "read", log, "r1").join()
+    w = _enter(gate, "write", log, "w")
+    time.sleep(0.3)  # past the gathering: new readers wait for the timing
+    r2 = _enter(gate, "read", log, "r2")
+    _settle()
+    assert log == ["r1"]
+    gate.release_read()
+    w.join(5)
+    assert log == ["r1", "w"]
+    gate.release_write()
+    r2.join(5)
+    assert log == ["r1", "w", "r2"]
 
 
 def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through():

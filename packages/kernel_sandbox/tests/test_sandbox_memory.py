@@ -1,5 +1,5 @@
-"""What the workers keep between jobs: caches bounded by bytes, a task's entries dropped when
-another task's arrive (on a GPU), and out-of-memory errors retried after freeing them."""
+"""What the workers keep between jobs: caches bounded by bytes, least recently used first out
+(several tasks' entries while they fit), and out-of-memory errors retried after freeing them."""
 
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ def test_the_cache_is_bounded_by_tensor_bytes_and_evicts_least_recently_used():
     assert cache.get("huge") is None and len(cache) == 2
 
 
-def test_a_new_task_drops_the_previous_tasks_entries():
+def test_entries_of_several_tasks_stay_while_they_fit():
+    # A lane serves the tasks of an RL step in turn: their entries share the budget.
     cache = BoundedCache(max_bytes=10_000)
     cache.put("a", [_tensor(400)], group="t1")
     cache.put("b", [_tensor(400)], group="t2")
-    cache.keep_group("t2")
-    assert cache.get("a") is None and cache.get("b") is not None
-    cache.put("c", [_tensor(8000)], group="t2")  # the dropped bytes are no longer counted
-    assert cache.get("b") is not None and cache.get("c") is not None
+    assert cache.get("a") is not None and cache.get("b") is not None
+    cache.put("c", [_tensor(9700)], group="t3")  # over the budget: the least recent go
+    assert cache.get("a") is None and cache.get("b") is None and cache.get("c") is not None
     cache.clear()
     assert len(cache) == 0
 

@@ -73,6 +73,9 @@ class SandboxConfig:
     # One timing at a time per device, alone. False is a control for benchmarks that must show
     # the overlaps the gate prevents; timings are then not reliable.
     timing_gate: bool = True
+    # How long a timing that arrives while other lanes check may wait for more timings to join
+    # its batch (one drain of the checks serves the batch), before it closes the gate to them.
+    timing_gather_s: float = 0.25
     # CUDA backend: CPU-only processes that build load_inline / work-directory extensions ahead
     # of the GPU job, in parallel with it (-1 = automatic: a quarter of the cores, at most 8).
     compile_workers: int = -1
@@ -165,6 +168,8 @@ class SandboxConfig:
             raise ValueError("reverify_speedup must be > 1")
         if self.warmup < 0 or self.timing_budget_s <= 0:
             raise ValueError("warmup must be >= 0 and timing_budget_s > 0")
+        if self.timing_gather_s < 0:
+            raise ValueError("timing_gather_s must be >= 0")
         if not 0 <= self.timing_precision < 1:
             raise ValueError("timing_precision must be in [0, 1)")
 

@@ -71,7 +71,7 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = cfg = (config or SandboxConfig()).resolved()
         assert isinstance(cfg.lanes_per_gpu, int)
-        gates = [TimingGate(enabled=cfg.timing_gate) for _ in range(cfg.workers)]
+        gates = [TimingGate(cfg.timing_gate, cfg.timing_gather_s) for _ in range(cfg.workers)]
         lanes = [
             Lane(
                 device,
@@ -264,9 +264,10 @@ class Sandbox:
         return list(self._executor.map(one, tasks))
 
     def gate_stats(self) -> list[dict[str, float]]:
-        """Per device: timings let through, and the seconds lanes waited to read and to time."""
+        """Per device: timings let through, their batches, and the seconds lanes waited to read
+        and to time."""
         return [
-            {"timings": g.timings, "read_wait_s": g.seconds_waited["read"],
+            {"timings": g.timings, "batches": g.batches, "read_wait_s": g.seconds_waited["read"],
              "write_wait_s": g.seconds_waited["write"]}
             for g in self._lanes.gates
         ]  # fmt: skip

@@ -166,8 +166,6 @@ class Trials:
         if _INPUTS is None:
             _INPUTS = _task_runtime.BoundedCache(_task_runtime.cache_budget(self.device))
         digest = self.cfg.task_digest
-        if self.device.type == "cuda":
-            _INPUTS.keep_group(digest)
         distribution = step.distribution or self.cfg.distribution
         key = _INPUTS.key(digest, step.sizes, step.seed, distribution, str(self.device))
         found = _INPUTS.get(key)

@@ -2,10 +2,11 @@
 which job gets which idle lane.
 
 Every lane of a device shares that device's ``TimingGate``. Jobs go to lanes with task
-affinity: a lane keeps the last task's inputs, expected outputs and reference model (on a GPU,
-only that task's), so a job goes to an idle lane that last ran its task when there is one, and
-the waiting jobs of the task a freed lane just ran get it first. The job that has waited longest
-is never passed over more times than there are lanes.
+affinity: a lane's workers keep the inputs and expected outputs of the tasks it ran lately
+(within their memory budget) and the last task's reference model, so a job goes to an idle
+lane that ran its task lately when there is one (the most recent first), and the waiting jobs
+of the tasks a freed lane ran lately get it first. The job that has waited longest is never
+passed over more times than there are lanes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 
 from .gate import LaneHold, TimingGate
 from .pool import Worker
+
+RECENT = 8  # tasks a lane remembers for affinity
 
 
 @dataclass(eq=False)
@@ -30,7 +33,14 @@ class Lane:
     reference: Worker
     exchange: int  # descriptor of the in-memory exchange file both workers inherit
     hold: LaneHold
-    last_task: str = ""
+    recent: list[str] = field(default_factory=list)  # tasks it ran lately, the last first
+
+    def affinity(self, task: str) -> int:
+        """How well this lane suits a job on ``task``: higher for a task it ran more lately."""
+        return RECENT - self.recent.index(task) if task in self.recent else 0
+
+    def ran(self, task: str) -> None:
+        self.recent = [task, *(t for t in self.recent if t != task)][:RECENT]
 
     def __post_init__(self) -> None:
         for worker in (self.candidate, self.reference):
@@ -92,26 +102,25 @@ class LanePool:
             head = self._waiters[0]
             pair = None
             if head.passed_over < len(self.lanes):
-                pair = next(
-                    (
-                        (lane, w)
-                        for w in self._waiters[: len(self.lanes)]
-                        for lane in self._idle
-                        if lane.last_task == w.task
-                    ),
-                    None,
-                )
+                scored = [
+                    (lane.affinity(w.task), -k, lane, w)
+                    for k, w in enumerate(self._waiters[: len(self.lanes)])
+                    for lane in self._idle
+                ]
+                best = max(scored, key=lambda x: (x[0], x[1]), default=None)
+                if best is not None and best[0] > 0:
+                    pair = (best[2], best[3])
             if pair is None:
-                # The longest waiter, on a lane no other waiter's task was last on if possible.
-                wanted = {w.task for w in self._waiters[1:]}
-                lane = next((x for x in self._idle if x.last_task not in wanted), self._idle[0])
+                # The longest waiter, on the idle lane the other waiters need least.
+                others = [w.task for w in self._waiters[1:]]
+                lane = min(self._idle, key=lambda x: sum(x.affinity(t) for t in others))
                 pair = (lane, head)
             lane, waiter = pair
             if waiter is not head:
                 head.passed_over += 1
             self._idle.remove(lane)
             self._waiters.remove(waiter)
-            lane.last_task = waiter.task
+            lane.ran(waiter.task)
             waiter.lane = lane
         self._cond.notify_all()
 

@@ -94,8 +94,6 @@ def _expected_once(request: Draw, home: Path) -> tuple[list[Any], list[torch.Ten
     device = torch.device(request.device)
     if _EXPECTED is None:
         _EXPECTED = _task_runtime.BoundedCache(_task_runtime.cache_budget(device))
-    if device.type == "cuda":
-        _EXPECTED.keep_group(request.task_digest)
     key = _EXPECTED.key(
         request.task_digest,
         request.sizes,
