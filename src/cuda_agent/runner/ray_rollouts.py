@@ -100,12 +100,15 @@ class RayRollouts:
                 calls.append((bounds[k], actor.collect.remote(share, part, config)))
         episodes: list[Any] = []
         seconds: dict[str, float] = {}
+        evaluations = 0
         for offset, ref in calls:
             batch = ray.get(ref)
             episodes += [dataclasses.replace(e, group=e.group + offset) for e in batch.episodes]
+            evaluations += batch.evaluations
             for key, value in batch.seconds.items():
                 seconds[key] = max(seconds.get(key, 0.0), value)  # the actors ran side by side
-        return RolloutBatch(episodes, seconds)
+        # (the actors' sandbox windows are in their own processes' clocks: not kept)
+        return RolloutBatch(episodes, seconds, evaluations)
 
     def close(self) -> None:
         for actor in self.actors:
