@@ -10,6 +10,12 @@ Layout of a run directory::
     eval/<name>/       each evaluation's eval.json, eval.md, eval.png, per-task rows
     adapter/           the final adapter
     summary.json       written at the end
+
+Every file a resumed run reads is replaced whole: written to a temporary name beside it,
+fsynced, then moved over the old one with ``os.replace`` (``write_text_atomic``,
+``write_json_atomic``); a checkpoint is written into a dot directory, fsynced and renamed
+(``replace_dir``); the JSONL files are appended and fsynced, a torn last line cut on resume. A
+kill (or a power cut) at any moment leaves the old file or the new one, never part of one.
 """
 
 from __future__ import annotations
@@ -41,10 +47,27 @@ class RunState:
         return self.stage_steps.get(stage, 0)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole: a temporary file, fsynced, then ``os.replace``."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
+    with tmp.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2))
+
+
+def fsync_tree(root: Path) -> None:
+    """Flush every file under ``root`` to disk (before a rename makes the directory current:
+    after a power cut the rename could otherwise survive while the contents did not)."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            with path.open("rb") as fh:
+                os.fsync(fh.fileno())
 
 
 def load_state(run_dir: Path) -> RunState:
@@ -59,7 +82,9 @@ def save_state(run_dir: Path, state: RunState) -> None:
 
 
 def replace_dir(staged: Path, final: Path) -> None:
-    """Move a fully written directory into place (the old one is removed only afterwards)."""
+    """Move a fully written directory into place (the old one is removed only afterwards);
+    its files are fsynced first."""
+    fsync_tree(staged)
     old = final.with_name(final.name + ".old")
     if final.exists():
         shutil.rmtree(old, ignore_errors=True)

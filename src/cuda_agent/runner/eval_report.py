@@ -4,9 +4,12 @@ line per task) and ``eval.png`` (fast_p against p, vs eager and vs torch.compile
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .checkpoint import write_text_atomic
 
 
 def _share(x: float) -> str:
@@ -121,7 +124,9 @@ def chart(result: dict[str, Any], path: Path) -> None:
         ax.set_title(f"fast_p over {result['tasks']} tasks")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        tmp = path.with_name(f".{path.name}.tmp.png")  # replaced whole (a kill mid-write)
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, path)
     finally:
         plt.close(fig)
 
@@ -129,7 +134,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
 def write_report(out: Path, result: dict[str, Any], log: Callable[[str], None] = print) -> None:
     """Write ``out/eval.md`` and ``out/eval.png`` (the chart is skipped, with a note, where
     matplotlib is not installed)."""
-    (out / "eval.md").write_text(markdown(result))
+    write_text_atomic(out / "eval.md", markdown(result))
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from cuda_agent.agent import AgentConfig, Episode, SamplingParams, Turn, run_epi
 from cuda_agent.kernel_sandbox import Task
 from cuda_agent.reward import summary
 
-from .checkpoint import MetricsWriter, write_json_atomic
+from .checkpoint import MetricsWriter, write_json_atomic, write_text_atomic
 from .comparison import eval_intervals
 
 ROWS_FILE = "eval_tasks.jsonl"
@@ -115,7 +114,7 @@ def evaluate_tasks(
                 if out is not None:
                     if kernel is not None:
                         (out / "kernels").mkdir(exist_ok=True)
-                        (out / "kernels" / f"{task.name}.py").write_text(kernel)
+                        write_text_atomic(out / "kernels" / f"{task.name}.py", kernel)
                     MetricsWriter(out / ROWS_FILE).write(row)  # appended, flushed, fsynced
                 done[task.name] = row
                 log(_line(row))
@@ -204,12 +203,7 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
         rows[task] = row
         kept.append(line)
     if text and not text.endswith("\n"):
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w") as fh:
-            fh.write("".join(line + "\n" for line in kept))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, "".join(line + "\n" for line in kept))
     return rows
 
 

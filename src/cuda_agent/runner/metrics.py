@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,9 @@ def _save_heldout(path: Path, evals: list[tuple[str, dict[str, Any]]]) -> Path:
 def _save(fig: Any, title: str, path: Path) -> Path:
     fig.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    tmp = path.with_name(f".{path.name}.tmp.png")  # replaced whole (a kill mid-write)
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)
     return path
 
 

@@ -24,7 +24,7 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.policy import Policy, PolicyConfig
 
 from .budget import resolve_budget, warmstart_examples
-from .checkpoint import load_state, write_json_atomic
+from .checkpoint import load_state, replace_dir, write_json_atomic
 from .comparison import compare_files, table
 from .config import TrainConfig
 from .context import Log, Run
@@ -153,7 +153,9 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         if rollouts is not None:
             rollouts.close()
 
-    policy.save(run_dir / "adapter")
+    # written aside and moved into place: a kill while saving leaves no half-written adapter
+    policy.save(run_dir / ".adapter.partial")
+    replace_dir(run_dir / ".adapter.partial", run_dir / "adapter")
     curves = plot_curves(run_dir / "metrics.jsonl", run_dir / "curves")
     e = state.evaluations
     summary: dict[str, Any] = {

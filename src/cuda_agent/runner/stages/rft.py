@@ -11,13 +11,13 @@ tokens only (the loss mask), never on prompts or feedback.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from pathlib import Path
 
 from cuda_agent.agent import Episode, collate, episode_from_json, episode_to_json, rejection_filter
 
+from ..checkpoint import write_text_atomic
 from ..context import Run
 from ..update import supervised_step
 from .rollouts import collect, episode_stats, pick_tasks
@@ -42,9 +42,7 @@ def collected(ctx: Run) -> list[Episode]:
     ).episodes
     ctx.state.train_seconds += time.perf_counter() - started  # training time (the budget)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".episodes.jsonl.tmp")
-    tmp.write_text("".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
     ctx.log(f"rft: collected {len(episodes)} episodes in {time.perf_counter() - started:.0f} s")
     return episodes
 
