@@ -1,0 +1,306 @@
+"""Kill-anywhere training: ``cuda-agent train`` killed with SIGKILL at 22 seeded random moments,
+resumed after each, ends where an unkilled run with the same seed ends.
+
+The moments come from the unkilled run's own timeline: while it runs, the test notes when each
+metrics record is committed (``state.json``'s ``metrics_bytes``), which cuts the run into
+phases (the work before the first record, between two records, after the last one: saving the
+adapter, curves and summary). Every phase gets one kill and the rest fall on random phases; a
+kill waits for its phase to begin in the resumed process (the process has rewritten
+``config.json`` at start-up and committed as many records), then sleeps a random fraction of
+that phase's length in the unkilled run. Which phase a kill really hit is read back from the
+state it left, and every stage and every evaluation must have been hit.
+
+The run is small: the tiny random model of ``cuda_agent.policy.testing``, two training and two
+held-out tasks, every stage with one or two steps, and answers of at most 40 tokens (the
+training tasks teach a one-line compact answer, so the warm start accepts the budget).
+
+Checked against the unkilled run: every step in the metrics exactly once and in the same order,
+every record's figures (all but wall times and decoder caches), every evaluation's
+``eval.json``, the final adapter, the critic and the optimizers' state. On the CPU these are
+expected bitwise equal (same seeds, same batches, one thread order); the comparison allows a
+relative 1e-6 all the same, since the resumed process reloads float32 weights into a fresh
+model and a BLAS may pick another kernel for the first call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cuda_agent.policy.testing import save_tiny_model
+
+pytestmark = pytest.mark.slow
+
+SEED = 30
+KILLS = 22
+SMALL = [
+    "--warmstart-steps", "2", "--eval-after-warmstart", "yes", "--rl-warmup-steps", "1",
+    "--rft-tasks", "2", "--rft-samples", "1", "--rft-turns", "2", "--rft-steps", "2",
+    "--value-steps", "1", "--steps", "2", "--turns", "2", "--advantage", "gae",
+    "--tasks-per-step", "2", "--group-size", "2", "--lora-rank", "4", "--eval-train", "true",
+    "--kl-coef", "0.05", "--max-new-tokens", "40", "--seed", "5", "--quiet",
+]  # fmt: skip
+# One compute thread: on a 2-core machine beside this test's polling (and CI's other work) two
+# OpenMP threads wait on each other at every barrier and a step takes several times longer.
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Figures that measure the machine, not the training: they differ between two runs.
+VOLATILE = ("seconds", "tokens_per_s", "evaluations_per_min", "sandbox_windows")
+VOLATILE_SUFFIXES = ("_s", "_time_ms")
+VOLATILE_PREFIXES = ("decode_",)
+
+
+def _copy_tasks(root: Path, names: tuple[str, ...], compact: bool) -> Path:
+    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
+    for name in names:
+        shutil.copytree(builtin / name, root / name)
+        if compact:  # what the warm start teaches: one short line (the budget stays small)
+            (root / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
+    return root
+
+
+def _kept_episodes(run: Path) -> None:
+    """A rewarded episode where the rft stage keeps its collection (the random model earns no
+    reward, so without it rft and value would have nothing to train on)."""
+    from cuda_agent.agent import Episode, Turn, episode_to_json
+    from cuda_agent.kernel_sandbox import EvalResult
+
+    ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=1.0)
+    good = Turn(0, (1, 2, 3), (40, 41, 42, 43), (-1.0,) * 4, "", "stop", "c", ok, 2.0, "fine")
+    bad = Turn(0, (1, 2, 3), (50, 51), (-1.0,) * 2, "", "stop", None, None, -1.0, "", "malformed")
+    episodes = [
+        Episode("relu", 0, "full", (good,), "target"),
+        Episode("silu", 1, "full", (bad,), "malformed"),
+    ]
+    (run / "rft").mkdir(parents=True)
+    text = "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes)
+    (run / "rft" / "episodes.jsonl").write_text(text)
+
+
+def _start(*args: str) -> subprocess.Popen[bytes]:
+    """The command in its own process group; its error output in a file (a pipe nobody reads
+    while it runs could fill and stall it)."""
+    log = Path(args[args.index("--out") + 1] if "--out" in args else args[1]) / "stderr.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.runner", "train", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            env=ONE_THREAD,
+        )
+
+
+def _errors(run: Path) -> str:
+    return (run / "stderr.log").read_text()[-3000:]
+
+
+def _committed(run: Path) -> int:
+    """Records of finished work: the lines within the state's ``metrics_bytes``."""
+    try:
+        size = json.loads((run / "state.json").read_text())["metrics_bytes"]
+        with (run / "metrics.jsonl").open("rb") as fh:
+            return fh.read(size).count(b"\n")
+    except (FileNotFoundError, KeyError, json.JSONDecodeError):
+        return 0
+
+
+def _started_since(run: Path, launched: float) -> bool:
+    """Whether the process launched at ``launched`` (wall clock) is past its start-up: it
+    writes the resolved config once the policy is loaded."""
+    try:
+        return (run / "config.json").stat().st_mtime >= launched
+    except FileNotFoundError:
+        return False
+
+
+def _unkilled(run: Path, args: list[str]) -> list[float]:
+    """Run to the end; the phases' lengths in seconds (phase i ends with record i, the last
+    one with the exit)."""
+    launched = time.time()
+    proc = _start(*args)
+    marks: list[float] = []
+    while proc.poll() is None:
+        now = time.monotonic()
+        if not marks and _started_since(run, launched):
+            marks.append(now)
+        while marks and _committed(run) >= len(marks):
+            marks.append(now)
+        time.sleep(0.05)
+    marks.append(time.monotonic())
+    assert proc.returncode == 0, _errors(run)
+    return [b - a for a, b in itertools.pairwise(marks)]
+
+
+def _kill_in_phase(run: Path, args: list[str], phase: int, delay: float) -> bool:
+    """Start (or resume) the run, wait for ``phase`` to begin, sleep ``delay`` and SIGKILL it;
+    False when the run finished first."""
+    launched = time.time()
+    proc = _start(*args)
+    deadline = time.monotonic() + 300
+    while not (_started_since(run, launched) and _committed(run) >= phase):
+        assert proc.poll() is None, f"the run ended before phase {phase} began: {_errors(run)}"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(delay)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    if proc.returncode == 0:
+        return False
+    assert proc.returncode == -signal.SIGKILL, _errors(run)
+    return True
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _steady(value: Any) -> Any:
+    """``value`` without the figures that measure the machine."""
+    if isinstance(value, dict):
+        return {
+            k: _steady(v)
+            for k, v in value.items()
+            if k not in VOLATILE
+            and not k.endswith(VOLATILE_SUFFIXES)
+            and not k.startswith(VOLATILE_PREFIXES)
+        }
+    if isinstance(value, list):
+        return [_steady(v) for v in value]
+    return value
+
+
+def _close(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9), f"{where}: {a} != {b}"
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), f"{where}: {sorted(a)} != {sorted(b)}"
+        for k in a:
+            _close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{where}: {len(a)} != {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def _tensors_close(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        a, b = dict(enumerate(a)), dict(enumerate(b))
+    assert a.keys() == b.keys(), where
+    for k in a:
+        if isinstance(a[k], dict | list):
+            _tensors_close(a[k], b[k], f"{where}.{k}")
+        elif isinstance(a[k], torch.Tensor):
+            torch.testing.assert_close(a[k], b[k], rtol=1e-6, atol=1e-9, msg=f"{where}.{k}")
+        else:
+            _close(a[k], b[k], f"{where}.{k}")
+
+
+def _weights(root: Path) -> dict[str, Any]:
+    """Every safetensors file under ``root`` (adapter, critic) by relative path."""
+    return {str(p.relative_to(root)): load_file(p) for p in sorted(root.rglob("*.safetensors"))}
+
+
+def _optimizers(checkpoint: Path) -> dict[str, Any]:
+    """Each optimizer's per-parameter state in parameter order, and its settings.
+
+    The parameter indices are left out: a critic optimizer built in a process that ran the
+    earlier stages lists only the value head (2 parameters), one built in a freshly resumed
+    process the value adapter's too (30), although neither gives the adapter a gradient in
+    these runs; the moments of the parameters that have state are compared (found by this
+    test, left open in issue 30's note).
+    """
+    out = {}
+    for p in sorted(checkpoint.glob("optimizer-*.pt")):
+        saved = torch.load(p, map_location="cpu", weights_only=False)
+        groups = [{k: v for k, v in g.items() if k != "params"} for g in saved["param_groups"]]
+        out[p.name] = {"state": list(saved["state"].values()), "groups": groups}
+    return out
+
+
+def test_a_run_killed_at_random_moments_ends_as_the_unkilled_run(tmp_path):
+    model = save_tiny_model(tmp_path / "model")
+    tasks = _copy_tasks(tmp_path / "tasks", ("relu", "silu"), compact=True)
+    heldout = _copy_tasks(tmp_path / "heldout", ("tanh", "elu"), compact=False)
+    common = ["--model", str(model), "--backend", "cpu", "--tasks", str(tasks)]
+    common += ["--eval-tasks", str(heldout), *SMALL]
+
+    reference = tmp_path / "unkilled"
+    _kept_episodes(reference)
+    phases = _unkilled(reference, [*common, "--out", str(reference)])
+    expected = _records(reference)
+    assert len(phases) == len(expected) + 1
+
+    # One kill in every phase, the rest anywhere; in time order, each at a fraction of its
+    # phase's length in the unkilled run.
+    rng = random.Random(SEED)
+    chosen = list(range(len(phases))) + rng.choices(range(len(phases)), k=KILLS - len(phases))
+    moments = sorted((p, rng.uniform(0.05, 0.85)) for p in chosen)
+
+    run = tmp_path / "killed"
+    _kept_episodes(run)
+    hit: list[str] = []
+    for i, (phase, fraction) in enumerate(moments):
+        args = [*common, "--out", str(run)] if i == 0 else ["--resume", str(run), "--quiet"]
+        if _kill_in_phase(run, args, phase, fraction * phases[phase]):
+            done = _committed(run)
+            hit.append(expected[done]["stage"] if done < len(expected) else "finish")
+    resumed = subprocess.run(
+        [sys.executable, "-m", "cuda_agent.runner", "train", "--resume", str(run), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=ONE_THREAD,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    # The kills: enough, and over every stage, every evaluation and the end.
+    assert len(hit) >= 20, hit
+    assert set(hit) == {r["stage"] for r in expected} | {"finish"}, hit
+
+    # Every step exactly once, in order, with the unkilled run's figures.
+    got = _records(run)
+    assert [(r["stage"], r.get("step")) for r in got] == [
+        (r["stage"], r.get("step")) for r in expected
+    ]
+    _close(_steady(got), _steady(expected), "metrics")
+    # The same evaluation results.
+    for name in sorted(p.name for p in (reference / "eval").iterdir()):
+        a = json.loads((run / "eval" / name / "eval.json").read_text())
+        b = json.loads((reference / "eval" / name / "eval.json").read_text())
+        _close(_steady(a), _steady(b), f"eval/{name}")
+        rows = (run / "eval" / name / "eval_tasks.jsonl").read_text().splitlines()
+        assert len(rows) == len(b["per_task"]), f"{name}: a task evaluated twice"
+    # The same final adapter, critic and optimizer state.
+    _tensors_close(_weights(run / "adapter"), _weights(reference / "adapter"), "adapter")
+    (last,) = (run / "checkpoints").iterdir()
+    (unkilled_last,) = (reference / "checkpoints").iterdir()
+    assert last.name == unkilled_last.name
+    _tensors_close(_weights(last), _weights(unkilled_last), "checkpoint")
+    optimizers = _optimizers(last)
+    assert optimizers, "the last checkpoint holds the optimizers"
+    _tensors_close(optimizers, _optimizers(unkilled_last), "optimizers")
+    state = json.loads((run / "state.json").read_text())
+    unkilled_state = json.loads((reference / "state.json").read_text())
+    assert state["stage_steps"] == unkilled_state["stage_steps"]
+    assert state["finished_stages"] == unkilled_state["finished_stages"]
