@@ -7,8 +7,10 @@ anything the candidate prints (or reads) cannot corrupt the protocol.
 The same program serves both kinds of worker. A *candidate* job (``kind`` absent) loads and
 runs candidate code (``_candidate.evaluate.run_job``); a *reference* job (``kind: "reference"``) runs
 only task code and judges one trial's outputs (``_reference.jobs.check``), a *baseline* job
-times the eager and ``torch.compile`` reference (``_reference.jobs.baseline``), and a *validate* job
-looks for answers that compute nothing yet pass (``_reference.trivial_answers``). A *prepare* job
+times the eager and ``torch.compile`` reference (``_reference.jobs.baseline``), a *validate* job
+looks for answers that compute nothing yet pass (``_reference.trivial_answers``), and a
+*trivial_rule* job decides how a task's candidates are judged so that none passes
+(``_reference.trivial_rule``). A *prepare* job
 (``kind: "prepare"``, in a compile worker with no GPU) imports a candidate only to build its
 extensions into the shared cache (``_candidate.evaluate.prepare``).
 
@@ -187,6 +189,7 @@ def main() -> None:
     from ._reference.jobs import baseline as reference_baseline
     from ._reference.jobs import check as reference_check
     from ._reference.trivial_answers import trivial_answers
+    from ._reference.trivial_rule import trivial_rule
     from ._shared.device_exchange import provide as device_buffer
     from ._shared.protocol import (
         BaselineRequest,
@@ -197,12 +200,14 @@ def main() -> None:
         TrivialAnswersRequest,
     )
     from ._shared.sections import Sections
+    from ._shared.trivial_rule import TrivialRuleRequest
 
     # Jobs that run only task code (served by reference workers): (message, handler).
     task_jobs: dict[str, tuple[Any, Callable[[Any, Path, Sections], dict[str, Any]]]] = {
         "reference": (ReferenceCheck, reference_check),
         "baseline": (BaselineRequest, reference_baseline),
         "validate": (TrivialAnswersRequest, trivial_answers),
+        "trivial_rule": (TrivialRuleRequest, trivial_rule),
         "device_buffer": (DeviceBufferRequest, device_buffer),
     }
 
@@ -251,7 +256,7 @@ def main() -> None:
             if job.get("kind") in task_jobs:
                 message, handler = task_jobs[job["kind"]]
                 # A check runs inside the section of the candidate worker that asked for it.
-                gated = job["kind"] in ("baseline", "validate")
+                gated = job["kind"] in ("baseline", "validate", "trivial_rule")
                 sections = Sections(ask, tell) if gated else Sections()
                 try:
                     answer = handler(message.from_json(job), home, sections)

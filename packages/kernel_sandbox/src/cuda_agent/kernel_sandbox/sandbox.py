@@ -35,6 +35,7 @@ from ._parent.gate import LaneHold, TimingGate
 from ._parent.lanes import Lane, LanePool
 from ._parent.plan import plan_job
 from ._parent.pool import Worker, WorkerDied
+from ._parent.trivial import TrivialCache, annotate, output_tolerances, refusal
 from ._shared import exchange as _exchange
 from ._shared.protocol import Job
 from .candidates import Candidate, read_candidate
@@ -102,6 +103,7 @@ class Sandbox:
         self._closed = False
         self._lock = threading.Lock()
         self._baselines = BaselineCache()
+        self._trivial = TrivialCache()  # each task's trivial-answer rule (``_parent.trivial``)
 
     def _build_for(self, arch: str) -> None:
         """The candidate workers build extensions for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as the
@@ -148,16 +150,22 @@ class Sandbox:
                 return _with_wall_time(failed, time.perf_counter() - started)
         lane = self._lanes.take(task.digest)
         try:
-            result = self._run(task, job, lane, measure_time)
+            result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
         finally:
             self._lanes.put(lane)  # releases whatever the lane still held of the gate
         return _with_wall_time(result, time.perf_counter() - started)
 
-    def _run(self, task: Task, job: Job, lane: Lane, measure_time: bool) -> EvalResult:
-        """The planned ``job`` on ``lane``: its baseline, then the candidate worker's run with
-        each check brokered to the lane's reference worker."""
+    def _run(
+        self, task: Task, job: Job, lane: Lane, measure_time: bool, caller_sizes: bool = False
+    ) -> EvalResult:
+        """The planned ``job`` on ``lane``: the task's trivial-answer rule (a task an answer that
+        computes nothing passes is refused, at sizes the caller did not choose), its baseline,
+        then the candidate worker's run with each check brokered to the lane's reference worker."""
         try:
             cfg = self.config
+            rule = self._trivial.get(job, lane.reference)
+            if rule.rule == "refused" and not caller_sizes:
+                return refusal(rule, task.name, cfg.backend)
             baseline = None
             if measure_time and cfg.time_compile:
                 # Timed by the trusted reference worker (None if it could not be: then no
@@ -170,7 +178,7 @@ class Sandbox:
                     job.config, compile_baseline=baseline.to_json() if baseline else None
                 ),
             )
-            broker = Broker(job, lane.reference)
+            broker = Broker(job, lane.reference, output_tolerances=output_tolerances(rule))
             raw = lane.candidate.run(job.to_json(), on_check=broker)
             extra = raw.get("extra")
             raw["extra"] = {
@@ -181,7 +189,7 @@ class Sandbox:
                 "pinned_exchange_bytes": lane.candidate.pinned_exchange_bytes,
                 "lane": lane.name,
             }
-            result = compose(raw, broker, task, cfg.backend)
+            result = annotate(compose(raw, broker, task, cfg.backend), rule, not caller_sizes)
             if "unverified_result" in result.flags:
                 # Its protocol channel was forged into; nothing it says later can be trusted.
                 lane.candidate.kill()

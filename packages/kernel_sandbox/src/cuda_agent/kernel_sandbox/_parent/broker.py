@@ -43,6 +43,8 @@ class Broker:
     reference: Worker
     record: dict[int, CheckVerdict] = field(default_factory=dict)
     seconds: float = 0.0  # spent waiting for the reference worker
+    # per output, an (atol, rtol) over the job's: the trivial-answer rule's (``_parent.trivial``)
+    output_tolerances: list[list[float] | None] | None = None
 
     def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
         if message.get("type") == "buffer":
@@ -62,6 +64,7 @@ class Broker:
             outputs=request.outputs,
             inputs=request.inputs,
             exchange=self.job.exchange,
+            output_tolerances=self.output_tolerances,
         )
         started = time.perf_counter()
         try:

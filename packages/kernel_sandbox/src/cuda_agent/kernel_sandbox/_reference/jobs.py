@@ -121,6 +121,15 @@ def forward_reseeded(request: Draw, home: Path, generator_seed: int) -> list[tor
     return [w.detach() for w in want]
 
 
+def inputs_of(request: Draw, home: Path) -> list[Any]:
+    """The inputs of ``request`` (drawn again, as the candidate worker draws them). Raises
+    ``TaskFailure``."""
+    task, _ = _model(request, home)
+    _task_runtime.override_sizes(task, request.sizes)
+    device = torch.device(request.device)
+    return _task_runtime.draw_inputs(task, device, request.seed, request.distribution)
+
+
 def _forward(
     request: Draw, home: Path, generator_seed: int | None = None
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -172,7 +181,7 @@ def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     except _exchange.ExchangeError as exc:
         return CheckVerdict(False, _compare.INF, _compare.INF, str(exc)).to_json()
     passed, max_abs, max_rel, message = _compare.compare(
-        got, want, request.atol, request.rtol, request.dtype_tolerances
+        got, want, request.atol, request.rtol, request.dtype_tolerances, request.output_tolerances
     )
     del got, want  # (kept only if the cache holds them)
     if device.type == "cuda":

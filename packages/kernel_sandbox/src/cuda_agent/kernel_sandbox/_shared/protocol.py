@@ -218,6 +218,8 @@ class ReferenceCheck(Draw, _Request):
     outputs: Any
     inputs: Any
     exchange: int
+    # per output, an (atol, rtol) over the others: the trivial-answer rule's (``_parent.trivial``)
+    output_tolerances: list[list[float] | None] | None = None
     kind = "reference"
 
 
