@@ -5,6 +5,9 @@ per task by a reference worker and kept on disk (CPU backend, real workers)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -153,3 +156,19 @@ def test_no_builtin_task_rewards_a_trivial_answer(tmp_path, monkeypatch):
     finally:
         worker.kill()
     assert {name: rule.rule for name, rule in rules.items() if rule.rule != "none"} == {}
+
+
+def test_kernel_sandbox_eval_judges_by_the_rule_too(tmp_path):
+    (tmp_path / "milli.py").write_text(TASK.format(forward="torch.tanh(x) * 1e-3"))
+    (tmp_path / "zeros.py").write_text(_kernel("0.f"))
+    env = {**os.environ, "CUDA_AGENT_CACHE": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "cuda_agent.kernel_sandbox.cli", "eval"]
+    paths = [str(tmp_path / "milli.py"), str(tmp_path / "zeros.py")]
+    done = subprocess.run(
+        [*command, *paths, "--backend", "cpu", "--json"],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "incorrect" and not result["correct"]
+    assert result["extra"]["trivial_answer_rule"] == "scaled_tolerance"
