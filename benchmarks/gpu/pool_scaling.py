@@ -69,25 +69,30 @@ def overlaps(intervals: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def lane_of(worker: Any) -> str:
+    """The worker's lane ("device.number"), or its index for a worker outside a pool."""
+    return str(worker.lane or worker.index)
+
+
 class TimingLog:
     """The timing intervals of every worker of the pool, in the parent's monotonic clock."""
 
     def __init__(self) -> None:
         self.intervals: list[dict[str, Any]] = []
-        self.devices: dict[tuple[str, int], str] = {}  # (role, index) -> device
-        self.pids: dict[tuple[str, int], int] = {}
+        self.devices: dict[tuple[str, str], str] = {}  # (role, lane) -> device
+        self.pids: dict[tuple[str, str], int] = {}
         self._open: dict[int, dict[str, Any]] = {}  # id(worker) -> its open interval
         self._lock = threading.Lock()
         self.origin = time.monotonic()
 
     def device(self, worker: Any) -> str:
-        return self.devices.get((worker.role, worker.index), f"?{worker.index}")
+        return self.devices.get((worker.role, lane_of(worker)), f"?{lane_of(worker)}")
 
     def opened(self, worker: Any, what: str, task: str) -> None:
         iv = {
             "device": self.device(worker),
             "role": worker.role,
-            "worker": worker.index,
+            "worker": lane_of(worker),
             "what": what,
             "task": task,
             "start_s": time.monotonic() - self.origin,
@@ -116,15 +121,16 @@ def watching(backend: str) -> Iterator[TimingLog]:
         env = original_env(self)
         if self.role != "compile":
             visible = env.get("CUDA_VISIBLE_DEVICES") if backend == "cuda" else None
-            log.devices[(self.role, self.index)] = (
-                f"cuda:{visible}" if visible is not None else f"cpu-worker{self.index}"
+            # On the CPU backend the host is one device, its lanes under one timing gate.
+            log.devices[(self.role, lane_of(self))] = (
+                f"cuda:{visible}" if visible is not None else "cpu"
             )
         return env
 
     def start(self: Any) -> None:
         original_start(self)
         if self.proc is not None:
-            log.pids[(self.role, self.index)] = self.proc.pid
+            log.pids[(self.role, lane_of(self))] = self.proc.pid
 
     def run(self: Any, job: dict[str, Any], on_check: Any = None) -> dict[str, Any]:
         self._watched_task = str(job.get("task_name", ""))
@@ -192,7 +198,9 @@ def run_part(backend: str, workers: int, task_names: Sequence[str], rounds: int)
     by_name = {t.name: t for t in builtin_tasks()}
     tasks = [by_name[n] for n in task_names] if task_names else list(by_name.values())
     with watching(backend) as log:
-        config = SandboxConfig(backend=backend, workers=workers)  # type: ignore[arg-type]
+        # CUDA: N GPUs of one lane each; CPU: N lanes of the host (one device, one gate).
+        lanes = 1 if backend == "cuda" else "auto"
+        config = SandboxConfig(backend=backend, workers=workers, lanes_per_gpu=lanes)  # type: ignore[arg-type]
         started = time.perf_counter()
         with Sandbox(config) as sandbox:
             sandbox.warm_up()

@@ -104,7 +104,8 @@ class Worker:
             env["CUDA_AGENT_EXCHANGE_FD"] = str(self.pass_fds[0])
         # Lanes share the device: each worker keeps a lane's share of caches (and, running
         # candidates, may allocate a bounded share of the GPU: ``_worker``).
-        env["CUDA_AGENT_LANES"] = str(self.config.lanes_per_gpu)
+        lanes = self.config.lanes_per_gpu
+        env["CUDA_AGENT_LANES"] = str(lanes if isinstance(lanes, int) else 1)
         env["CUDA_AGENT_LANE"] = self.lane or str(self.index)
         if self.role == "compile":
             env["CUDA_VISIBLE_DEVICES"] = ""
