@@ -275,3 +275,41 @@ def test_the_baselines_command_refuses_a_missing_directory(tmp_path, capsys):
 
     assert main(["baselines", str(tmp_path / "nowhere"), "--backend", "cpu"]) == 2
     assert "kernel-sandbox:" in capsys.readouterr().err
+
+
+def test_jobs_go_to_the_lanes_that_ran_their_task_and_new_tasks_spread():
+    import os
+
+    from cuda_agent.kernel_sandbox._parent.lanes import Lane, LanePool
+    from cuda_agent.kernel_sandbox._parent.pool import Worker
+
+    config = SandboxConfig(backend="cpu", lanes_per_gpu=2).resolved()
+    lanes = [  # workers that are never started: only the pool's bookkeeping is exercised
+        Lane(0, n, Worker(config, 0, "candidate"), Worker(config, 0, "reference"),
+             os.open(os.devnull, os.O_RDONLY), LaneHold(None))
+        for n in range(2)
+    ]  # fmt: skip
+    pool = LanePool(lanes, [TimingGate()])
+    first = pool.take("a")
+    second = pool.take("a")  # no lane ran "a" yet, nothing else waits: the other lane
+    assert {first.number, second.number} == {0, 1}
+    pool.put(first)
+    pool.put(second)
+    got: list[tuple[str, int]] = []
+
+    def job(task: str) -> None:
+        taken = pool.take(task)
+        got.append((task, taken.number))
+
+    # Both lanes idle and both ran "a"; a job on "b" and one on "a": each a lane.
+    ta, tb = threading.Thread(target=job, args=("a",)), threading.Thread(target=job, args=("b",))
+    ta.start(), tb.start()
+    ta.join(5), tb.join(5)
+    assert sorted(t for t, _ in got) == ["a", "b"]
+    b_lane = next(n for t, n in got if t == "b")
+    a_lane = next(n for t, n in got if t == "a")
+    pool.put(lanes[b_lane])
+    pool.put(lanes[a_lane])
+    # A later job on "b" goes to the lane that ran "b".
+    assert pool.take("b").number == b_lane
+    pool.kill()

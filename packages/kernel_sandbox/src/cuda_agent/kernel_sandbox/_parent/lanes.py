@@ -5,8 +5,9 @@ Every lane of a device shares that device's ``TimingGate``. Jobs go to lanes wit
 affinity: a lane's workers keep the inputs and expected outputs of the tasks it ran lately
 (within their memory budget) and the last task's reference model, so a job goes to an idle
 lane that ran its task lately when there is one (the most recent first), and the waiting jobs
-of the tasks a freed lane ran lately get it first. The job that has waited longest is never
-passed over more times than there are lanes.
+of the tasks a freed lane ran lately get it first; otherwise tasks are spread, one lane each,
+so that a task's first visit is paid once. The job that has waited longest is never passed
+over more times than there are lanes.
 """
 
 from __future__ import annotations
@@ -111,10 +112,20 @@ class LanePool:
                 if best is not None and best[0] > 0:
                     pair = (best[2], best[3])
             if pair is None:
-                # The longest waiter, on the idle lane the other waiters need least.
-                others = [w.task for w in self._waiters[1:]]
+                # No lane ran a waiting task lately: spread the tasks, one lane each (a task's
+                # first visit draws its inputs and computes its expected outputs): the first
+                # waiter whose task no lane runs now (else the longest waiter), on the idle
+                # lane the other waiters need least.
+                running = {x.recent[0] for x in self.lanes if x not in self._idle and x.recent}
+                window = (
+                    self._waiters[: 8 * len(self.lanes)]
+                    if head.passed_over < len(self.lanes)
+                    else [head]
+                )
+                waiter = next((w for w in window if w.task not in running), head)
+                others = [w.task for w in self._waiters if w is not waiter]
                 lane = min(self._idle, key=lambda x: sum(x.affinity(t) for t in others))
-                pair = (lane, head)
+                pair = (lane, waiter)
             lane, waiter = pair
             if waiter is not head:
                 head.passed_over += 1
