@@ -23,9 +23,9 @@ from .._shared.sections import Sections
 from .._shared.trivial_rule import OutputRule, TrivialRuleRequest
 from . import jobs as _reference
 
-# An answer for one draw: (the draw's index, its inputs, the expected output) -> a tensor,
-# or None where it does not apply (no input of the output's size).
-Answer = Callable[[int, list[Any], torch.Tensor], torch.Tensor | None]
+# An answer for one draw: (the draw's index, every draw's inputs, the expected output) -> a
+# tensor, or None where it does not apply (no input of the output's size).
+Answer = Callable[[int, "_Inputs", torch.Tensor], torch.Tensor | None]
 
 
 def trivial_rule(
@@ -44,23 +44,37 @@ def trivial_rule(
 
 
 def _rule(request: TrivialRuleRequest, home: Path) -> dict[str, Any]:
-    draws: list[tuple[list[Any], list[torch.Tensor]]] = []
-    for seed, distribution in request.draws:
-        draw = request.draw(seed, distribution)
-        _, want = _reference._expected(draw, home)
-        draws.append((_reference.inputs_of(draw, home), want))
+    expected = [_reference._expected(request.draw(*draw), home)[1] for draw in request.draws]
+    inputs = _Inputs(request, home)
     outputs = []
-    for index in range(min(len(want) for _, want in draws)):
-        wants = [want[index] for _, want in draws]
-        inputs = [drawn for drawn, _ in draws]
-        found = _output_rule(index, inputs, wants, request)
+    for index in range(min(len(want) for want in expected)):
+        found = _output_rule(index, inputs, [want[index] for want in expected], request)
         if found is not None:
             outputs.append(found.to_json())
     return {"outputs": outputs}
 
 
+class _Inputs:
+    """Each draw's inputs, drawn again when asked, the last draw's only kept: a task's inputs
+    may take gigabytes, and most answers fail on the first draw."""
+
+    def __init__(self, request: TrivialRuleRequest, home: Path) -> None:
+        self.request, self.home = request, home
+        self._held: tuple[int, list[Any]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.request.draws)
+
+    def __getitem__(self, d: int) -> list[Any]:
+        if self._held is None or self._held[0] != d:
+            self._held = None  # let the last draw's inputs go before drawing the next
+            draw = self.request.draw(*self.request.draws[d])
+            self._held = (d, _reference.inputs_of(draw, self.home))
+        return self._held[1]
+
+
 def _output_rule(
-    index: int, inputs: list[list[Any]], wants: list[torch.Tensor], request: TrivialRuleRequest
+    index: int, inputs: _Inputs, wants: list[torch.Tensor], request: TrivialRuleRequest
 ) -> OutputRule | None:
     atol, rtol = _compare.tolerance(
         wants[0].dtype, request.atol, request.rtol, request.dtype_tolerances
@@ -78,7 +92,7 @@ def _output_rule(
     return OutputRule(index, tuple(passing), atol, rtol, magnitude, scaled, tuple(still))
 
 
-def _answers(inputs: list[list[Any]], wants: list[torch.Tensor]) -> Iterator[tuple[str, Answer]]:
+def _answers(inputs: _Inputs, wants: list[torch.Tensor]) -> Iterator[tuple[str, Answer]]:
     """The trivial answers for an output whose expected values are ``wants`` (one per draw of
     ``inputs``), by name."""
     yield "zeros", lambda d, xs, w: torch.zeros_like(w)
@@ -86,18 +100,19 @@ def _answers(inputs: list[list[Any]], wants: list[torch.Tensor]) -> Iterator[tup
     if several:
         constant = sum(_mean(w) for w in wants) / len(wants)
         yield "constant", lambda d, xs, w: torch.full_like(w, _as(constant, w))
-        yield "inputs_mean", lambda d, xs, w: torch.full_like(w, _as(_inputs_mean(xs), w))
+        yield "inputs_mean", lambda d, xs, w: torch.full_like(w, _as(_inputs_mean(xs[d]), w))
     same = [k for k, x in enumerate(inputs[0]) if _fits(x, wants[0])]
     for k in same:
         yield f"input_{k}", _copy_of(k)
     if len(same) > 1 and wants[0].is_floating_point():
 
-        def elementwise_mean(d: int, xs: list[Any], w: torch.Tensor) -> torch.Tensor | None:
-            if not all(_fits(xs[k], w) for k in same):
+        def elementwise_mean(d: int, xs: _Inputs, w: torch.Tensor) -> torch.Tensor | None:
+            drawn = xs[d]
+            if not all(_fits(drawn[k], w) for k in same):
                 return None
             total = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
             for k in same:
-                total += xs[k].detach().reshape(w.shape).float()
+                total += drawn[k].detach().reshape(w.shape).float()
             return (total / len(same)).to(w.dtype)
 
         yield "inputs_elementwise_mean", elementwise_mean
@@ -108,15 +123,15 @@ def _answers(inputs: list[list[Any]], wants: list[torch.Tensor]) -> Iterator[tup
 
 def _passes(
     answer: Answer,
-    inputs: list[list[Any]],
+    inputs: _Inputs,
     wants: list[torch.Tensor],
     atol: float,
     rtol: float,
 ) -> bool:
     """Whether ``answer`` passes on every draw it applies to (and applies to one at least)."""
     judged = False
-    for d, (xs, want) in enumerate(zip(inputs, wants, strict=True)):
-        got = answer(d, xs, want)
+    for d, want in enumerate(wants):
+        got = answer(d, inputs, want)
         if got is None:
             continue
         if not _compare.compare([got], [want], atol, rtol)[0]:
@@ -136,7 +151,7 @@ def _fits(x: Any, want: torch.Tensor) -> bool:
 
 def _copy_of(k: int) -> Answer:
     """The answer that returns input ``k`` (reshaped and cast to the output's shape and dtype)."""
-    return lambda d, xs, w: _copy(xs[k], w)
+    return lambda d, xs, w: _copy(xs[d][k], w) if k < len(xs[d]) else None
 
 
 def _copy(x: Any, want: torch.Tensor) -> torch.Tensor | None:
