@@ -6,21 +6,18 @@
 
 ``pip install "cuda-agent-kernel-sandbox[ray]"``. Three kinds of actor, created by the sandbox:
 
-- **slot actors**, ``workers`` of them (0: one per GPU of the cluster on CUDA, one per two CPUs
-  on the CPU backend). Each owns a local one-device ``Sandbox`` of ``lanes_per_gpu`` lanes
-  (``auto``: from its node's CPUs and memory on CUDA, one on the CPU backend), whose candidate
-  and reference workers are processes of its node, with the same isolation. On CUDA each holds
-  one GPU (``num_gpus=1``: Ray gives it the device alone) and a CPU per lane; its lanes run
-  jobs at once and its timing gate lets one of them time at a time, so no two timings ever
-  share a GPU.
+- **slot actors**, ``workers`` of them (0: one per GPU on CUDA, one per two CPUs on the CPU
+  backend), each a local one-device ``Sandbox`` of ``lanes_per_gpu`` lanes (``auto``: from its
+  node's CPUs and memory on CUDA; one on the CPU) on its node, with the same isolation. On
+  CUDA each holds one GPU (``num_gpus=1``) and a CPU per lane; its timing gate lets one lane
+  time at a time, so no two timings ever share a GPU.
 - **compile actors** (CUDA, ``compile_workers`` of them; -1: one per slot actor, at most 8),
   CPU-only, which build a candidate's extensions and NVRTC cubins for the GPUs' architecture
   into the shared cache (``$CUDA_AGENT_CACHE``: on several machines, a path every node mounts)
   before a GPU slot is taken, as the local pool's compile workers do.
-- **the scheduler**, an asyncio actor that every client of the sandbox talks to (the driver,
-  and any process it hands the sandbox to: a ``RaySandbox`` pickles as a handle to it). It keeps
-  the idle slots in one queue, so that every GPU is busy while jobs wait and each job takes a
-  slot alone.
+- **the scheduler**, an asyncio actor that every client of the sandbox talks to (a
+  ``RaySandbox`` pickles as a handle to it). It keeps the idle lanes in one queue, so that
+  every GPU is busy while jobs wait.
 
 An actor that dies mid-job (its node lost, the process killed: the candidate itself runs in a
 worker process below the actor, whose crashes are verdicts already) is replaced by a fresh
