@@ -19,10 +19,9 @@
   ``RaySandbox`` pickles as a handle to it). It keeps the idle lanes in one queue, so that
   every GPU is busy while jobs wait.
 
-An actor that dies mid-job (its node lost, the process killed: the candidate itself runs in a
-worker process below the actor, whose crashes are verdicts already) is replaced by a fresh
-one, and its job runs again on another slot; a job whose slot dies twice gets a
-``runtime_error`` verdict naming both deaths. Each job is answered exactly once.
+An actor that dies mid-job (its node lost, the process killed; candidate crashes are verdicts
+already) is replaced by a fresh one, and its job runs again on another slot; a job whose slot
+dies twice gets a ``runtime_error`` verdict naming both deaths. Each job is answered once.
 """
 
 from __future__ import annotations
