@@ -28,6 +28,7 @@ ALL = [
 
 # name -> parameter names (None: a property).
 POLICY_MEMBERS: dict[str, list[str] | None] = {
+    "adapters_disabled": ["self"],
     "chat_prompt_ids": ["self", "messages"],
     "decode_stats": ["self"],
     "eval": ["self"],

@@ -272,6 +272,25 @@ def test_policy_trainable_parameters_exclude_the_value_adapter(make_policy: Any)
     assert {id(p) for p in policy.trainable_parameters()} == {id(p) for p in policy_adapter(policy)}
 
 
+def test_switching_the_adapters_off_keeps_both_adapters_trainable(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """The KL reference (the base model) leaves every requires_grad as it was: peft's own
+    switch left the value adapter frozen, out of the critic's optimizer and its gradients."""
+    policy = make_policy()
+    base = logprobs(policy, prompts)
+    critic = critic_on(policy)
+    flags = [(n, p.requires_grad) for n, p in policy.model.named_parameters()]
+    with policy.adapters_disabled():
+        torch.testing.assert_close(logprobs(policy, prompts), base)
+    assert [(n, p.requires_grad) for n, p in policy.model.named_parameters()] == flags
+    assert not torch.equal(logprobs(policy, prompts), base)  # the policy's adapter is back on
+    critic.values(prompts, RESPONSES).values.sum().backward()
+    assert all(p.grad is not None for p in critic.trainable_parameters())
+    with pytest.raises(ValueError, match="no adapter to switch off"):
+        make_policy(lora_rank=0).adapters_disabled()
+
+
 def test_value_adapter_settings(make_policy: Any) -> None:
     policy = make_policy(lora_rank=4, lora_alpha=8)
     critic = ValueModel.from_policy(policy, lora_rank=2, lora_alpha=4, adapter_name="critic")

@@ -27,11 +27,13 @@ from cuda_agent.policy import Policy, PolicyConfig
 
 
 def trainable_state(policy: Policy) -> dict[str, torch.Tensor]:
-    """The weights the trainer updates, on the CPU, by parameter name."""
+    """The weights the trainer updates in the policy, on the CPU, by parameter name (not a
+    critic's value adapter beside them: the rollout copies have none)."""
+    own = {id(p) for p in policy.trainable_parameters()}
     return {
         name: p.detach().to("cpu", copy=True)
         for name, p in policy.model.named_parameters()
-        if p.requires_grad
+        if id(p) in own
     }
 
 

@@ -113,7 +113,7 @@ def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) 
     """Every row's log-probs without gradients: the policy's, or with ``base`` the base
     model's (the KL reference: the LoRA adapters switched off)."""
     out = torch.zeros(len(batch), batch.width)
-    adapters_off = policy.model.disable_adapter() if base else contextlib.nullcontext()
+    adapters_off = policy.adapters_disabled() if base else contextlib.nullcontext()
     with torch.no_grad(), adapters_off:
         for part in _padded(chunks(range(len(batch)), micro), policy.device):
             if not part:  # another process has more: take part in its collectives

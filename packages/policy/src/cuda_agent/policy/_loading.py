@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,3 +174,21 @@ def restore_requires_grad(flags: RequiresGradFlags) -> None:
     for parameter, flag in flags:
         if parameter.requires_grad != flag:
             parameter.requires_grad_(flag)
+
+
+@contextmanager
+def adapters_disabled(peft_model: PeftModel) -> Iterator[None]:
+    """Run the block on the base model (every LoRA adapter switched off), then switch them on
+    with every parameter's requires_grad as it was before.
+
+    peft's `disable_adapter` sets requires_grad on its way out: True on the active adapter, False
+    on every other one. Next to the policy's adapter that froze a critic's value adapter for
+    good: an optimizer built afterwards left it out, and one built before never got a gradient
+    for it (autograd records no graph through a leaf that does not require grad).
+    """
+    flags = requires_grad_flags(peft_model)
+    try:
+        with peft_model.disable_adapter():
+            yield
+    finally:
+        restore_requires_grad(flags)

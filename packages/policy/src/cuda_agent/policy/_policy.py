@@ -14,6 +14,7 @@ Saving, loading and export come from `PersistenceMixin` (`_persistence.py`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from typing import Any
 
@@ -37,6 +38,7 @@ from cuda_agent.policy._generation import (
 )
 from cuda_agent.policy._loading import (
     adapter_parameters,
+    adapters_disabled,
     load_pretrained,
     resolve_model_source,
     wrap_with_lora,
@@ -176,6 +178,18 @@ class Policy(PersistenceMixin):
             own = adapter_parameters(self.model, self._adapter)
             return [p for p in own if p.requires_grad]
         return [p for p in self.model.parameters() if p.requires_grad]
+
+    def adapters_disabled(self) -> AbstractContextManager[None]:
+        """A context in which the policy is its base model: every LoRA adapter (a critic's too)
+        switched off, e.g. for the log-probs of a KL reference. Afterwards every parameter's
+        requires_grad is as it was before (peft's own switch would leave only the active
+        adapter trainable). Needs a LoRA policy (lora_rank > 0)."""
+        if not isinstance(self.model, PeftModel):
+            raise ValueError(
+                "a fully fine-tuned policy (lora_rank == 0) has no adapter to switch off, so its "
+                "base model is not at hand; load the base model as a policy of its own instead"
+            )
+        return adapters_disabled(self.model)
 
     def optimizer(self, lr: float, **kwargs: Any) -> PolicyOptimizer:
         """AdamW over `trainable_parameters()`, stepped through accelerate (one device or
