@@ -313,3 +313,40 @@ def test_jobs_go_to_the_lanes_that_ran_their_task_and_new_tasks_spread():
     # A later job on "b" goes to the lane that ran "b".
     assert pool.take("b").number == b_lane
     pool.kill()
+
+
+OOM_ONCE = """
+import os
+import pathlib
+
+MARK = pathlib.Path(os.environ["CUDA_AGENT_CACHE"]) / "out-of-memory-once"
+_forward = ModelNew.forward
+
+
+def forward(self, x):
+    if not MARK.exists():  # the first run: as if the other lanes held the memory
+        MARK.write_text("1")
+        raise RuntimeError("CUDA out of memory. Tried to allocate 4.00 GiB")
+    return _forward(self, x)
+
+
+ModelNew.forward = forward
+"""
+
+
+def test_a_job_out_of_memory_beside_other_lanes_runs_again_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    relu = TASKS["relu"]
+    config = _lanes_config(lanes_per_gpu=2, static_checks=False)
+    with Sandbox(config) as sandbox:
+        result = sandbox.evaluate(relu, relu.solutions["cpu"] + OOM_ONCE)
+        stats = sandbox.gate_stats()
+    assert result.status == "ok", result.message
+    assert "out of memory beside other lanes" in result.extra["rerun_alone"]
+    assert stats[0]["timings"] >= 1
+    with Sandbox(_lanes_config(lanes_per_gpu=1, static_checks=False)) as one:
+        (tmp_path / "out-of-memory-once").unlink()
+        alone = one.evaluate(relu, relu.solutions["cpu"] + OOM_ONCE)
+    assert (
+        alone.status == "runtime_error" and "rerun_alone" not in alone.extra
+    )  # one lane: no one else's memory

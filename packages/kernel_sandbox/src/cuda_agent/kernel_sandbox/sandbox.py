@@ -151,6 +151,15 @@ class Sandbox:
         lane = self._lanes.take(task.digest)
         try:
             result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
+            if self.config.lanes_per_gpu != 1 and _out_of_memory(result):
+                # The other lanes' jobs hold memory too: once more, with the device alone
+                # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB).
+                with lane.hold.alone():
+                    again = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
+                first = result.message.strip().splitlines()[0][:300]
+                result = _with_extra(
+                    again, rerun_alone=f"out of memory beside other lanes: {first}"
+                )
         finally:
             self._lanes.put(lane)  # releases whatever the lane still held of the gate
         return _with_wall_time(result, time.perf_counter() - started)
@@ -334,6 +343,20 @@ def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
             "findings": [{"code": f.code, "line": f.line, "reason": f.reason} for f in findings]
         },
     )
+
+
+def _out_of_memory(result: EvalResult) -> bool:
+    """A verdict that may be the neighbours' doing: the job ran out of (GPU) memory."""
+    text = result.message.lower()
+    return result.status == "runtime_error" and (
+        "out of memory" in text or "do not fit in gpu memory" in text
+    )
+
+
+def _with_extra(result: EvalResult, **extra: object) -> EvalResult:
+    data = asdict(result)
+    data["extra"] = {**(data.get("extra") or {}), **extra}
+    return EvalResult.from_dict(data)
 
 
 def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:

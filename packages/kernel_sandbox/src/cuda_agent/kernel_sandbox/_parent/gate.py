@@ -21,10 +21,12 @@ the overlaps the gate prevents (``_shared.trace``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Literal
 
 Hold = Literal["none", "read", "write"]
@@ -157,10 +159,24 @@ class LaneHold:
     def __init__(self, gate: TimingGate | None) -> None:
         self.gate = gate
         self.mode: Hold = "none"
+        self.pinned = False  # inside ``alone``: the write is kept whatever is asked
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Hold the device alone (the write) for a whole job: its workers' requests are
+        granted without letting go (a job that ran out of memory beside other lanes runs
+        again so)."""
+        self.hold("write")
+        self.pinned = True
+        try:
+            yield
+        finally:
+            self.pinned = False
+            self.release()
 
     def hold(self, mode: Hold) -> float:
         """Hold ``mode`` now (releasing what was held before); returns the seconds waited."""
-        if mode == self.mode:
+        if mode == self.mode or self.pinned:
             return 0.0
         self.release()
         if self.gate is None or mode == "none":
