@@ -49,18 +49,14 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "policy"))
 
+from decode_shapes import SMOLLM2  # noqa: E402
 from throughput import SHAPES  # noqa: E402
 
 SHAPES = {
     **SHAPES,
-    "smollm2-135m": {  # SmolLM2-135M's dimensions (config.json), in Qwen2's architecture
-        "hidden_size": 576,
-        "intermediate_size": 1536,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 9,
-        "num_key_value_heads": 3,
-        "vocab_size": 49152,
-        "tie_word_embeddings": True,
+    # SmolLM2-135M's dimensions in Qwen2's architecture (Qwen2Config takes them all).
+    "smollm2-135m": {
+        k: v for k, v in SMOLLM2.items() if k not in ("rope_theta", "max_position_embeddings")
     },
     "tiny": {  # a CPU smoke shape: the same architecture, small
         "hidden_size": 64,
