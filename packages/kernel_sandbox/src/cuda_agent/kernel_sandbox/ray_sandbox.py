@@ -32,13 +32,13 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from .candidates import Candidate, read_candidate
 from .config import SandboxConfig, auto_lanes
-from .result import EvalResult
+from .result import EvalResult, with_extra
 from .sandbox import Sandbox
 from .tasks import Task
 
@@ -143,12 +143,6 @@ def _check_room(
                 "or actors that hold them"
             )
         time.sleep(0.1)
-
-
-def _result(data: EvalResult, **extra: Any) -> EvalResult:
-    raw = asdict(data)
-    raw["extra"] = {**(raw.get("extra") or {}), **extra}
-    return EvalResult.from_dict(raw)
 
 
 # ----------------------------------------------------------------------------------- actors
@@ -284,7 +278,7 @@ class Scheduler:
                 continue
             finally:
                 self.idle.put_nowait(i)
-            return _result(result, ray={"actor_deaths": losses}) if losses else result
+            return with_extra(result, ray={"actor_deaths": losses}) if losses else result
 
     def _refused(self, source: Any) -> bool:
         """The static checks refuse it anyway: no build for it (the slot answers at once)."""

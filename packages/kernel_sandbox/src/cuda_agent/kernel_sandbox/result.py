@@ -139,3 +139,10 @@ def _ratio_range(
     low = max(baseline - sb, 0.0) / (candidate + sc)
     high = (baseline + sb) / (candidate - sc) if candidate > sc else math.inf
     return (low, high)
+
+
+def with_extra(result: EvalResult, **extra: object) -> EvalResult:
+    """``result`` with ``extra`` merged into its ``extra`` mapping."""
+    data = asdict(result)
+    data["extra"] = {**(data.get("extra") or {}), **extra}
+    return EvalResult.from_dict(data)

@@ -40,7 +40,7 @@ from ._shared import exchange as _exchange
 from ._shared.protocol import Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
-from .result import EvalResult, Status
+from .result import EvalResult, Status, with_extra
 from .static_checks import Finding, static_findings
 from .tasks import Task
 
@@ -157,9 +157,7 @@ class Sandbox:
                 with lane.hold.alone():
                     again = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
                 first = result.message.strip().splitlines()[0][:300]
-                result = _with_extra(
-                    again, rerun_alone=f"out of memory beside other lanes: {first}"
-                )
+                result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")
         finally:
             self._lanes.put(lane)  # releases whatever the lane still held of the gate
         return _with_wall_time(result, time.perf_counter() - started)
@@ -351,12 +349,6 @@ def _out_of_memory(result: EvalResult) -> bool:
     return result.status == "runtime_error" and (
         "out of memory" in text or "do not fit in gpu memory" in text
     )
-
-
-def _with_extra(result: EvalResult, **extra: object) -> EvalResult:
-    data = asdict(result)
-    data["extra"] = {**(data.get("extra") or {}), **extra}
-    return EvalResult.from_dict(data)
 
 
 def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:
