@@ -80,7 +80,7 @@ def test_a_rejected_kernel_is_fixed_on_the_next_turn_and_the_episode_stops_at_th
     # The second turn's prompt carried the first answer and its verdict, verbatim.
     second = policy.prompts[2]
     assert CHEAT in second and batch.episodes[0].turns[0].feedback in second
-    assert set(batch.seconds) == {"sampling", "evaluation", "agent", "total"}
+    assert set(batch.seconds) == {"sampling", "evaluation", "sandbox", "agent", "total"}
 
 
 def test_each_stop_rule_ends_an_episode(sandbox):

@@ -202,6 +202,17 @@ def test_evaluate_async_gives_the_same_verdict(ray_sandbox):
     assert bad.status != "ok"
 
 
+def test_baselines_are_asked_of_the_slot_actors_in_task_order(ray_sandbox):
+    # The CPU backend times no torch.compile, so every status is "off"; the runner's baselines
+    # stage calls this on whichever sandbox it was given, a RaySandbox included.
+    tasks = [TASKS["relu"], TASKS["add_mul"], TASKS["relu"]]
+    seen = []
+    statuses = ray_sandbox.measure_baselines(tasks, progress=seen.append)
+    assert [s.task for s in statuses] == ["relu", "add_mul", "relu"]
+    assert [s.status for s in statuses] == ["off"] * 3
+    assert sorted(s.task for s in seen) == ["add_mul", "relu", "relu"]
+
+
 def test_bad_input_gets_clear_errors(ray_sandbox):
     with pytest.raises(ValueError, match="distribution"):
         ray_sandbox.evaluate(TASKS["relu"], "x", distribution="bogus")

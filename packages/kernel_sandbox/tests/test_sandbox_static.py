@@ -132,7 +132,7 @@ def test_the_sandbox_refuses_flagged_candidates_before_running_them():
         assert "torch.relu" in result.message and not result.correct
         assert result.extra["findings"][0]["code"] == "torch_compute"
         # No worker was needed for that verdict.
-        assert all(not slot.candidate.alive() for slot in sandbox._slots)
+        assert all(not lane.candidate.alive() for lane in sandbox._lanes.lanes)
 
 
 def test_compute_libraries_are_refused():

@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +39,7 @@ from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from .candidates import Candidate, read_candidate
 from .config import SandboxConfig, auto_lanes
 from .result import EvalResult, with_extra
-from .sandbox import Sandbox
+from .sandbox import BaselineStatus, Sandbox
 from .tasks import Task
 
 MAX_ATTEMPTS = 2  # slots a job may lose before its verdict is runtime_error
@@ -162,6 +162,9 @@ class SlotActor:
         self.sandbox.warm_up()
         return os.getpid()
 
+    def measure_baseline(self, task: Task) -> BaselineStatus:
+        return self.sandbox.measure_baselines([task])[0]
+
     def cuda_arch(self) -> str:
         return self.arch
 
@@ -280,6 +283,20 @@ class Scheduler:
                 self.idle.put_nowait(i)
             return with_extra(result, ray={"actor_deaths": losses}) if losses else result
 
+    async def measure_baseline(self, task: Task) -> BaselineStatus:
+        """``task``'s baseline, measured (or found kept) by an idle lane of a slot actor; the
+        cache is shared, so any slot's later evaluations find it."""
+        i = await self.idle.get()
+        try:
+            return await self.slots[i].measure_baseline.remote(task)
+        except self.ray.exceptions.RayActorError as death:
+            reason = f"slot actor {i} died measuring a baseline: {_first_line(death)}"
+            self.deaths.append(reason)
+            self.slots[i] = self._new_slot()
+            return BaselineStatus(task.name, "failed", message=reason)
+        finally:
+            self.idle.put_nowait(i)
+
     def _refused(self, source: Any) -> bool:
         """The static checks refuse it anyway: no build for it (the slot answers at once)."""
         if not self.config.static_checks:
@@ -375,6 +392,20 @@ class RaySandbox(Sandbox):
 
     async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         return await self._submit(task, candidate)
+
+    def measure_baselines(
+        self, tasks: Sequence[Task], progress: Callable[[BaselineStatus], None] | None = None
+    ) -> list[BaselineStatus]:
+        """As ``Sandbox.measure_baselines``, over the cluster's slot actors (every one at once);
+        ``progress`` is called in this process as each task's status arrives."""
+        self._admit("normal")
+        refs = [self._scheduler.measure_baseline.remote(task) for task in tasks]
+        if progress is not None:
+            ray, waiting = _ray(), list(refs)
+            while waiting:
+                done, waiting = ray.wait(waiting, num_returns=1)
+                progress(self._get(done[0]))
+        return list(self._get(refs))
 
     def warm_up(self) -> None:
         _ray().get(self._scheduler.warm_up.remote())
