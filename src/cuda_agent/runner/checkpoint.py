@@ -4,7 +4,8 @@ Layout of a run directory::
 
     config.json        the resolved TrainConfig
     metrics.jsonl      one JSON object per finished step (appended, flushed)
-    state.json         progress: finished stages, steps done in each, the latest checkpoint
+    state.json         progress: finished stages, steps done in each, the latest checkpoint,
+                       one record per invocation (a run resumed after a deadline or a kill)
     checkpoints/<name>/  adapter (peft format), value/ (the critic), optimizer.pt
     rft/episodes.jsonl the collected episodes (rejection fine-tuning, value pre-training)
     eval/<name>/       each evaluation's eval.json, eval.md, eval.png, per-task rows
@@ -42,6 +43,14 @@ class RunState:
     metrics_bytes: int | None = None
     train_seconds: float = 0.0  # wall seconds of the training stages so far, across resumes
     budget_cuts: dict[str, int] = field(default_factory=dict)  # stage -> steps the budget cut
+    # One record per invocation of ``train`` (a run resumed after a deadline or a kill spans
+    # several): ``started`` (ISO time), ``seconds`` (its wall time up to its last save),
+    # ``end`` ("finished", "deadline", or "" when it was killed or is running),
+    # ``stopped_before`` (the unit a deadline stopped it before) and ``stage_steps`` reached.
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    # The longest unit of each kind (a stage's step, "evaluation <set>", "collection",
+    # "baselines") in seconds, over every invocation: a deadline's estimates (deadline.py).
+    unit_seconds: dict[str, float] = field(default_factory=dict)
 
     def steps_done(self, stage: str) -> int:
         return self.stage_steps.get(stage, 0)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +24,31 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train",
         help="run a training run (defaults: embedded SmolLM2-135M, built-in tasks, CPU or GPU)",
+        epilog="exit codes: 0 the run is finished; 2 a mistake in the arguments, model or "
+        "tasks; 3 a stability bound stopped it (--guard-action stop); 75 stopped for "
+        "--stop-after or --deadline: run 'cuda-agent train --resume RUN_DIR' (again with a "
+        "deadline, if wanted) to continue; killed: --resume continues it as well",
     )
     train.add_argument(
         "--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint"
     )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--stop-after",
+        metavar="SECONDS",
+        type=_seconds,
+        help="stop cleanly, between two steps or evaluations, when the next one is not "
+        "expected to finish within SECONDS of this command's start; exit code 75 then "
+        "means 'continue with --resume RUN_DIR' (nothing is lost or done twice). Not saved: "
+        "each invocation gives its own (--train-budget-s caps the whole run's training)",
+    )
+    train.add_argument(
+        "--deadline",
+        metavar="WHEN",
+        type=_when,
+        help="as --stop-after, by a moment: seconds since the epoch or an ISO 8601 time "
+        "(2026-12-03T14:05:00, local unless it names its zone); with both, the earlier wins",
+    )
     train.add_argument(
         "--preset",
         "--config",
@@ -134,6 +157,56 @@ def _eval_parser(sub: Any) -> None:
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, not {text!r}")
+    return value
+
+
+def _when(text: str) -> float:
+    """A moment as seconds since the epoch: a number, or an ISO 8601 time (naive: local)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds since the epoch or an ISO 8601 time, not {text!r}"
+        ) from None
+
+
+def _process_start() -> float:
+    """When this process started, in seconds since the epoch (Linux: from /proc, to the
+    second; elsewhere: now). ``--stop-after`` counts from it, so the interpreter's and
+    torch's start-up are inside the limit a caller gives."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime: clock ticks after boot
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+    return min(started, time.time())
+
+
+def _deadline(args: argparse.Namespace) -> float | None:
+    """The moment ``--stop-after`` and ``--deadline`` give (the earlier), or None."""
+    moments = [args.deadline] if args.deadline is not None else []
+    if args.stop_after is not None:
+        moments.append(_process_start() + args.stop_after)
+    return min(moments, default=None)
+
+
 def _boolean(text: str) -> bool:
     if text.lower() in ("1", "true", "yes", "on"):
         return True
@@ -204,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         return comparison.run(args)
     if args.command == "train":
         from .budget import BudgetError
+        from .deadline import EX_TEMPFAIL, Deadline, DeadlineStop
         from .train import train
 
         try:
@@ -232,8 +306,12 @@ def main(argv: list[str] | None = None) -> int:
         from .context import StabilityError
         from .task_sets import TaskSetError
 
+        at = _deadline(args)
         try:
-            train(config, progress=not args.quiet)
+            train(config, progress=not args.quiet, deadline=None if at is None else Deadline(at))
+        except DeadlineStop as exc:  # one line: where it stopped and how to go on
+            print(f"cuda-agent: {exc}", file=sys.stderr)
+            return EX_TEMPFAIL
         except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
             # A user's mistake (a model or task that is not there): say what to do, no traceback.
             print(f"cuda-agent: {exc}", file=sys.stderr)

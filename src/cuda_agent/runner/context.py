@@ -4,6 +4,10 @@ and the one way a stage's step is committed (checkpoint, metrics line, state).
 A step is committed in this order: its metrics line is appended, its checkpoint written into a
 new directory, then ``state.json`` replaced; a kill before the last write leaves the previous
 state, whose ``metrics_bytes`` cuts the line again on resume, so the step is redone once.
+
+Every step, evaluation and collection is a unit (``Run.unit``): with a deadline given to this
+invocation (``deadline.py``) a unit not expected to finish before it is not started, and the
+invocation stops at that boundary (``DeadlineStop``) with everything before it committed.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ from cuda_agent.policy import Policy, PolicyOptimizer, ValueModel
 
 from .checkpoint import RunState, replace_dir, save_state
 from .config import TrainConfig
+from .deadline import Deadline
 
 Log = Callable[[str], None]
 
@@ -45,6 +51,8 @@ class Run:
     value: ValueModel | None = None
     optimizers: dict[str, PolicyOptimizer] = field(default_factory=dict)
     rollouts: Any = None  # ray_rollouts.RayRollouts: episodes collected on Ray actors
+    deadline: Deadline | None = None  # this invocation's, if any
+    started: float = field(default_factory=time.perf_counter)  # this invocation's start
     _step_started: float | None = field(default=None, init=False, repr=False)
 
     @property
@@ -97,7 +105,8 @@ class Run:
 
     def steps(self, stage: str, total: int) -> Iterator[int]:
         """The steps of ``stage`` still to do, ending early (logged) once the training budget
-        is spent; each step's wall time counts towards it."""
+        is spent; each step's wall time counts towards it. Each step is a unit: the deadline
+        may stop the invocation before it."""
         for step in range(self.state.steps_done(stage), total):
             if self.out_of_time():
                 self.log(
@@ -106,9 +115,25 @@ class Run:
                 )
                 self.state.budget_cuts[stage] = total - step
                 return
-            self._step_started = time.perf_counter()
-            yield step
-            self._count_step_time()
+            with self.unit(stage, f"{stage} step {step + 1}/{total}"):
+                self._step_started = time.perf_counter()
+                yield step
+                self._count_step_time()
+
+    @contextmanager
+    def unit(self, kind: str, what: str) -> Iterator[None]:
+        """One unit of work, ``what`` (of ``kind``: the estimates' key): not started when the
+        deadline says it would not finish in time (``DeadlineStop``); its wall time, commit
+        included, is noted for the next estimates (this process's and, in the state, the
+        next invocations'). A unit that raises is not noted."""
+        if self.deadline is not None:
+            self.deadline.check(kind, what, self.state.unit_seconds.get(kind))
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        if self.deadline is not None:
+            self.deadline.finished(kind, seconds)
+        self.state.unit_seconds[kind] = max(seconds, self.state.unit_seconds.get(kind, 0.0))
 
     def _count_step_time(self) -> None:
         """Add the running step's wall time to the training seconds, once: at its commit (so
@@ -147,7 +172,18 @@ class Run:
 
     def save(self) -> None:
         self.state.metrics_bytes = self.metrics.size()
+        if self.state.sessions:  # this invocation's record, up to now
+            self.state.sessions[-1].update(
+                seconds=round(time.perf_counter() - self.started, 3),
+                stage_steps=dict(self.state.stage_steps),
+            )
         save_state(self.run_dir, self.state)
+
+    def end_session(self, end: str, **details: Any) -> None:
+        """Close this invocation's record (``end``: "finished" or "deadline") and save."""
+        if self.state.sessions:
+            self.state.sessions[-1].update(end=end, **details)
+        self.save()
 
     def prune(self) -> None:
         """Every checkpoint but the committed one, and half-written (dot) directories, go."""

@@ -9,11 +9,16 @@ Every step of every stage ends with a checkpoint and a metrics line (``Run.commi
 ``--resume`` (or the same ``--out``) continues a killed run from the last finished step. The
 resolved config is written into the run directory; the metrics go to ``metrics.jsonl`` and
 TensorBoard (``tensorboard --logdir runs/``), and PNG curves are drawn at the end.
+
+With a ``deadline`` (``deadline.py``) an invocation stops cleanly between two units of work
+(``DeadlineStop``) and the next one resumes: a run may span several invocations, each recorded
+in ``state.json``'s ``sessions``; the summary's figures are the whole run's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import time
 from typing import Any
@@ -28,6 +33,7 @@ from .checkpoint import load_state, replace_dir, write_json_atomic
 from .comparison import compare_files, table
 from .config import TrainConfig
 from .context import Log, Run
+from .deadline import Deadline, DeadlineStop
 from .metrics import RunMetrics, StageProgress, plot_curves
 from .stages import baselines, evaluation, rft, rl, value, warmstart
 from .task_sets import task_sets
@@ -47,8 +53,17 @@ def _stage_units(config: TrainConfig, evaluations: int) -> int:
     )
 
 
-def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) a training run; returns the summary also written to summary.json."""
+def train(
+    config: TrainConfig,
+    log: Log = print,
+    progress: bool = True,
+    deadline: Deadline | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a training run; returns the summary also written to summary.json.
+
+    With a ``deadline`` it may stop before the run's end, raising ``DeadlineStop`` (its
+    ``run_dir`` set) once everything done is committed; call again to continue."""
+    started = time.perf_counter()
     run_dir = config.out_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     state = load_state(run_dir)
@@ -56,7 +71,8 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     metrics = RunMetrics(run_dir)
     if state.metrics_bytes is not None:
         metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
-    started = time.perf_counter()
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    state.sessions.append({"started": now, "seconds": 0.0, "end": ""})
     torch.manual_seed(config.seed)
     log(
         f"run directory: {run_dir}  training tasks: {len(train_tasks)}  held-out tasks: "
@@ -120,7 +136,10 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         log,
         advance=display.advance,
         rollouts=rollouts,
+        deadline=deadline,
+        started=started,
     )
+    ctx.save()  # this invocation's record, before any work
     ctx.restore(critic=config.needs_critic)
     ctx.prune()  # checkpoints a killed run wrote but never committed
     try:
@@ -147,6 +166,10 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
             for name, tasks in evals:
                 display.stage(f"{name}_after", 1)
                 evaluation.run(ctx, f"{name}_after", tasks)
+    except DeadlineStop as stop:  # everything before the unit is committed: say where it was
+        ctx.end_session("deadline", stopped_before=stop.what)
+        stop.run_dir = run_dir
+        raise
     finally:
         display.close()
         metrics.close()
@@ -157,6 +180,7 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
     policy.save(run_dir / ".adapter.partial")
     replace_dir(run_dir / ".adapter.partial", run_dir / "adapter")
     curves = plot_curves(run_dir / "metrics.jsonl", run_dir / "curves")
+    ctx.end_session("finished")
     e = state.evaluations
     summary: dict[str, Any] = {
         "run_dir": str(run_dir),
@@ -166,7 +190,13 @@ def train(config: TrainConfig, log: Log = print, progress: bool = True) -> dict[
         "heldout_tasks": [t.name for t in heldout],
         "max_new_tokens": config.max_new_tokens,
         "seconds_this_session": time.perf_counter() - started,
+        # the whole run's: the invocations it took (after deadlines or kills), their wall
+        # seconds (each from its call of train(): the interpreter's start-up is not in them)
+        # and the training stages' seconds, summed over them
+        "invocations": len(state.sessions),
+        "wall_seconds": sum(s.get("seconds", 0.0) for s in state.sessions),
         "train_seconds": state.train_seconds,
+        "sessions": state.sessions,
         "budget_cuts": dict(state.budget_cuts),  # steps the training budget cut, by stage
         "adapter": str(run_dir / "adapter"),
         "curves": [str(p) for p in curves],

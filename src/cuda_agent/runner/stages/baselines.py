@@ -20,6 +20,11 @@ STAGE = "baselines"
 def run(ctx: Run, tasks: Sequence[Task]) -> None:
     if STAGE in ctx.state.finished_stages:
         return
+    with ctx.unit(STAGE, "the baselines"):  # a deadline stops the invocation before it
+        _measure(ctx, tasks)
+
+
+def _measure(ctx: Run, tasks: Sequence[Task]) -> None:
     started = time.perf_counter()
     statuses = ctx.sandbox.measure_baselines(tasks)
     counts = {k: sum(s.status == k for s in statuses) for k in ("measured", "kept", "failed")}

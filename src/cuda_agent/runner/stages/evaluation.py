@@ -31,6 +31,12 @@ KEYS = (
 def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     if name in ctx.state.finished_stages:
         return ctx.state.evaluations.get(name, {})
+    # one unit (its kind: the task set): a deadline stops the invocation before it, not in it
+    with ctx.unit(f"evaluation {name.rsplit('_', 1)[0]}", name):
+        return _evaluate(ctx, name, tasks)
+
+
+def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     config = ctx.config
     result = evaluate_tasks(
         ctx.policy,

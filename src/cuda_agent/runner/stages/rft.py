@@ -34,6 +34,11 @@ def collected(ctx: Run) -> list[Episode]:
     path = episodes_path(ctx)
     if path.exists():
         return [episode_from_json(json.loads(line)) for line in path.read_text().splitlines()]
+    with ctx.unit("collection", "the rft collection"):  # a deadline stops before it
+        return _collect(ctx, path)
+
+
+def _collect(ctx: Run, path: Path) -> list[Episode]:
     config = ctx.config
     tasks = pick_tasks(ctx, STAGE, 0, config.rft_tasks)
     started = time.perf_counter()

@@ -1,0 +1,237 @@
+"""One learning run over several back-to-back device calls (issue 29, part 3): the logic of
+``learning_run.sh``, which sets the environment and calls this; usage is in its header.
+
+    python benchmarks/gpu/learning_run.py start|resume OUT_DIR [--seconds S] [--margin M]
+        [--run RUN_DIR] [--gguf GGUF] [-- train flags...]
+
+Each call runs ``cuda-agent train`` once, with ``--stop-after`` set so that the trainer stops
+between two units of work (exit 75) ``--margin`` seconds before this call's ``--seconds`` are
+up; ``start`` begins the run in RUN_DIR (under /tmp, which the machine keeps while it is warm),
+``resume`` continues it (``--resume RUN_DIR``). Should the trainer run past the call anyway (a
+unit longer than what was left: an invocation's first unit always starts), it is killed 20 s
+before the end and the next call redoes that unit, as after any kill.
+
+Every call copies the run's figures so far into OUT_DIR: ``learning_run.json`` (every call's
+exit, wall seconds and steps reached, and the whole run's invocations, wall and training
+seconds), ``metrics.jsonl``, ``state.json``, ``config.json``, ``eval_<name>.json`` and the
+call's log ``train_call<N>.log``. The call that finishes the run also copies ``summary.json``
+and writes ``train_learning.json`` and ``learning.json`` (``benchmarks/train_report.py``, its
+wall time the trainer's over every call, start-up included). Exit status: 0 the run is
+finished; 75 call again with ``resume``; 1 an error (the log's tail is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+EX_TEMPFAIL = 75  # cuda_agent.runner.deadline's: stopped for the deadline
+KILL_BEFORE_END_S = 20.0  # a trainer still running then is killed: the figures are copied
+# The run when no train flags are given: the h200 preset with 40 multi-turn RL steps of three
+# tasks (six, the preset's, took 45 to 70 s a step in issue 17's run: 40 of those are four or
+# five calls), the training tasks not evaluated.
+DEFAULT_FLAGS = ["--preset", "h200", "--steps", "40", "--tasks-per-step", "3"]
+DEFAULT_FLAGS += ["--eval-train", "false"]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def stop_after(seconds: float, margin: float, spent: float) -> float:
+    """The trainer's ``--stop-after``: what is left of the call, less the margin (for the
+    trainer's exit and the copying), counted from the trainer's start."""
+    return seconds - margin - spent
+
+
+def train_command(mode: str, run: Path, gguf: str, flags: list[str], seconds: float) -> list[str]:
+    """The trainer's command line for this call: a new run while RUN_DIR holds no
+    ``config.json`` (the first call, or one stopped before the trainer wrote it), else a
+    resume; both with ``--stop-after``."""
+    train = [sys.executable, "-m", "cuda_agent.runner", "train", "--quiet"]
+    limit = ["--stop-after", f"{seconds:.0f}"]
+    if mode == "resume" and (run / "config.json").exists():
+        return [*train, "--resume", str(run), *limit]
+    model = [] if "--model" in flags else ["--model", gguf]
+    return [*train, *model, "--out", str(run), *flags, *limit]
+
+
+def outcome(code: int | None) -> str:
+    if code == 0:
+        return "finished"
+    if code == EX_TEMPFAIL:
+        return "deadline"
+    return "killed" if code is None else "error"
+
+
+def whole_run(run: Path, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of the run so far, over every invocation (``state.json``'s sessions)."""
+    state = _read(run / "state.json") or {}
+    sessions = state.get("sessions", [])
+    return {
+        "calls": len(calls),
+        "calls_wall_s": round(sum(c["wall_s"] for c in calls), 1),  # start-ups included
+        "invocations": len(sessions),
+        "wall_seconds": round(sum(s.get("seconds", 0.0) for s in sessions), 1),
+        "train_seconds": round(state.get("train_seconds", 0.0), 1),
+        "stage_steps": state.get("stage_steps", {}),
+        "finished_stages": state.get("finished_stages", []),
+        "finished": (run / "summary.json").exists(),
+    }
+
+
+def copy_figures(run: Path, out: Path) -> None:
+    for name in ("metrics.jsonl", "state.json", "config.json", "summary.json"):
+        if (run / name).exists():
+            shutil.copy(run / name, out / name)
+    for path in sorted((run / "eval").glob("*/eval.json")):
+        shutil.copy(path, out / f"eval_{path.parent.name}.json")
+
+
+def report(run: Path, out: Path, command: list[str], wall_s: float) -> None:
+    """``train_learning.json`` and ``learning.json`` of the finished run, its wall time
+    ``wall_s`` (the trainer's, summed over the calls)."""
+    shown = " ".join(command).replace(str(run), "RUN_DIR")
+    subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/train_report.py",
+            str(run),
+            str(out / "train_learning.json"),
+            "--wall-s",
+            str(wall_s),
+            "--label",
+            "learning",
+            "--learning",
+            str(out / "learning.json"),
+            "--command",
+            shown.replace(sys.executable, "python"),
+        ],
+        check=False,
+    )
+
+
+def _run(command: list[str], log: Path, timeout: float) -> int | None:
+    """The command in its own process group, output to ``log``; None when killed for the
+    timeout (the whole group: the sandbox's workers too)."""
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    began = time.monotonic()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("start", "resume"))
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seconds", type=float, default=570.0, help="this call's time")
+    parser.add_argument("--margin", type=float, default=60.0, help="left after the trainer")
+    parser.add_argument("--run", type=Path, default=Path("/tmp/learning-run"))
+    parser.add_argument("--gguf", default="/tmp/smol.gguf")
+    argv = sys.argv[1:] if argv is None else argv
+    cut = argv.index("--") if "--" in argv else len(argv)  # train flags follow "--"
+    args = parser.parse_args(argv[:cut])
+    args.flags = argv[cut + 1 :]
+    run, out = args.run, args.out
+    out.mkdir(parents=True, exist_ok=True)
+    book = run / "learning_run.json"  # every call's record, kept beside the run
+    if args.mode == "start":
+        flags = args.flags or DEFAULT_FLAGS
+        if "--model" not in flags and not Path(args.gguf).exists():
+            print(f"learning_run: {args.gguf} is missing: join the model first (join_model.sh)")
+            return 1
+        shutil.rmtree(run, ignore_errors=True)
+        run.mkdir(parents=True)
+        _write(book, {"flags": flags, "calls": []})
+    elif args.flags:
+        print("learning_run: train flags are for 'start'; a resumed run keeps its settings")
+        return 1
+    elif not book.exists():
+        print(
+            f"learning_run: {run} is gone (the machine was given back, or no call started the "
+            "run): begin again with 'start'"
+        )
+        return 1
+    record = _read(book)
+    calls: list[dict[str, Any]] = record["calls"]
+    if (run / "summary.json").exists():  # finished by an earlier call: the figures again
+        print("learning_run: the run is finished")
+        copy_figures(run, out)
+        _write(out / "learning_run.json", {**record, "run": whole_run(run, calls)})
+        return 0
+    limit = stop_after(args.seconds, args.margin, time.monotonic() - began)
+    if limit <= 0:
+        print(
+            f"learning_run: no time left for the trainer ({args.seconds:g} s, margin "
+            f"{args.margin:g} s)"
+        )
+        return 1
+    command = train_command(args.mode, run, args.gguf, record["flags"], limit)
+    log = out / f"train_call{len(calls) + 1}.log"
+    started, at = time.monotonic(), _now()
+    code = _run(command, log, args.seconds - KILL_BEFORE_END_S - (started - began))
+    said = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("cuda-agent:")]
+    calls.append(
+        {
+            "call": len(calls) + 1,
+            "started": at,
+            "command": " ".join(command).replace(sys.executable, "python"),
+            "stop_after_s": round(limit),
+            "wall_s": round(time.monotonic() - started, 1),
+            "exit_code": code,
+            "outcome": outcome(code),
+            "said": said[-1] if said else "",
+            **{k: whole_run(run, calls)[k] for k in ("stage_steps", "train_seconds")},
+        }
+    )
+    _write(book, record)
+    copy_figures(run, out)
+    figures = {**record, "run": whole_run(run, calls)}
+    _write(out / "learning_run.json", figures)
+    last = calls[-1]
+    print(
+        f"learning_run: call {last['call']} {last['outcome']} after {last['wall_s']} s "
+        f"(exit {code}); steps {last['stage_steps']}; invocations "
+        f"{figures['run']['invocations']}, {figures['run']['wall_seconds']} s in all"
+    )
+    if code == 0:
+        report(run, out, command, figures["run"]["calls_wall_s"])
+        return 0
+    if code in (EX_TEMPFAIL, None):
+        print("learning_run: call again: learning_run.sh resume OUT_DIR")
+        return EX_TEMPFAIL
+    print(log.read_text(errors="replace")[-3000:])
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

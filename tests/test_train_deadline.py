@@ -1,0 +1,294 @@
+"""``cuda-agent train`` with a deadline (``--stop-after``, ``--deadline``): an invocation stops
+cleanly between two units of work with exit code 75 and a line saying where and how to go on,
+and the next invocation (``--resume``) continues with no step lost or done twice.
+
+The runs are the command's ``main`` in this process (no interpreter and torch start-up per
+invocation): a tiny random model, two training tasks with one-line compact solutions, one
+held-out task, every unit kind once or a few times (the baselines, three evaluations, two
+warm-start steps, a single-turn RL step, the rft collection, three RL steps), answers of at most
+40 tokens. Where a test needs the deadline to fall at a known boundary, it replaces wall time
+with a deadline that falls after a number of units (``AfterUnits``); the wall-time decisions
+themselves are checked with a fake clock. Results are compared with an unstopped run of the
+same seed as the kill test does (``test_train_kill_anywhere.py``): every step once and in the
+same order, every figure but wall times within a relative 1e-6, the same evaluations, adapter
+and last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cuda_agent.policy.testing import save_tiny_model
+from cuda_agent.runner import deadline as deadline_module
+from cuda_agent.runner.cli import _deadline, _parser, _process_start, main
+from cuda_agent.runner.deadline import EX_TEMPFAIL, MARGIN, Deadline, DeadlineStop
+
+IMPORTED = time.time()
+SMALL = [
+    "--backend", "cpu", "--warmstart-steps", "2", "--eval-after-warmstart", "yes",
+    "--rl-warmup-steps", "1", "--rft-tasks", "1", "--rft-samples", "1", "--rft-turns", "1",
+    "--rft-steps", "1", "--value-steps", "0", "--steps", "3", "--turns", "1",
+    "--tasks-per-step", "1", "--group-size", "2", "--lora-rank", "4", "--eval-train", "false",
+    "--max-new-tokens", "40", "--seed", "5", "--quiet",
+]  # fmt: skip
+# The units of the run in order, as a stop names the one it did not start.
+UNITS = [
+    "the baselines",
+    "heldout_before",
+    "warmstart step 1/2",
+    "warmstart step 2/2",
+    "heldout_warmstart",
+    "rl_warmup step 1/1",
+    "the rft collection",  # the random model earns no reward: nothing kept, no rft step
+    "rl step 1/3",
+    "rl step 2/3",
+    "rl step 3/3",
+    "heldout_after",
+]
+VOLATILE = ("seconds", "tokens_per_s", "evaluations_per_min", "sandbox_windows")
+
+
+class AfterUnits(Deadline):
+    """A deadline that falls once ``n`` units of the invocation are done: the stops fall at
+    known boundaries, however fast the machine is."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(at=math.inf)
+        self.n = n
+
+    def left(self) -> float:
+        return math.inf if self.units < self.n else 0.0
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> list[str]:
+    """The model and task flags of every run here."""
+    root = tmp_path_factory.mktemp("deadline")
+    model = save_tiny_model(root / "model")
+    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
+    for folder, names in (("tasks", ("relu", "silu")), ("heldout", ("tanh",))):
+        for name in names:
+            shutil.copytree(builtin / name, root / folder / name)
+            if folder == "tasks":  # what the warm start teaches: one short line
+                (root / folder / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
+    tasks = ["--tasks", str(root / "tasks"), "--eval-tasks", str(root / "heldout")]
+    return ["--model", str(model), *tasks, *SMALL]
+
+
+@pytest.fixture(scope="module")
+def reference(setup, tmp_path_factory) -> Path:
+    """The unstopped run."""
+    run = tmp_path_factory.mktemp("unstopped") / "run"
+    assert main(["train", *setup, "--out", str(run)]) == 0
+    return run
+
+
+def _invoke(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``cuda-agent ARGV``: its exit code and its error output."""
+    capsys.readouterr()
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def _said(err: str) -> list[str]:
+    """The command's own lines of error output (transformers reports loading there too)."""
+    return [line for line in err.splitlines() if line.startswith("cuda-agent:")]
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _steady(value: Any) -> Any:
+    """``value`` without the figures that measure the machine."""
+    if isinstance(value, dict):
+        return {
+            k: _steady(v)
+            for k, v in value.items()
+            if k not in VOLATILE and not k.endswith(("_s", "_time_ms")) and "decode_" not in k
+        }
+    if isinstance(value, list):
+        return [_steady(v) for v in value]
+    return value
+
+
+def _close(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9), f"{where}: {a} != {b}"
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), f"{where}: {sorted(a)} != {sorted(b)}"
+        for k in a:
+            _close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{where}: {len(a)} != {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def _weights_close(a: Path, b: Path, where: str) -> None:
+    files = sorted(str(p.relative_to(a)) for p in a.rglob("*.safetensors"))
+    assert files and files == sorted(str(p.relative_to(b)) for p in b.rglob("*.safetensors"))
+    for name in files:
+        x, y = load_file(a / name), load_file(b / name)
+        assert x.keys() == y.keys(), f"{where}/{name}"
+        for k in x:
+            torch.testing.assert_close(x[k], y[k], rtol=1e-6, atol=1e-9, msg=f"{where}/{k}")
+
+
+def _same_as_unstopped(run: Path, reference: Path) -> None:
+    """Every step once, in order, with the unstopped run's figures, evaluations and weights."""
+    got, expected = _records(run), _records(reference)
+    assert [(r["stage"], r.get("step")) for r in got] == [
+        (r["stage"], r.get("step")) for r in expected
+    ]
+    _close(_steady(got), _steady(expected), "metrics")
+    for name in ("heldout_before", "heldout_warmstart", "heldout_after"):
+        a = json.loads((run / "eval" / name / "eval.json").read_text())
+        b = json.loads((reference / "eval" / name / "eval.json").read_text())
+        _close(_steady(a), _steady(b), f"eval/{name}")
+        rows = (run / "eval" / name / "eval_tasks.jsonl").read_text().splitlines()
+        assert len(rows) == 1, f"{name}: a task evaluated twice"
+    _weights_close(run / "adapter", reference / "adapter", "adapter")
+    (last,) = (run / "checkpoints").iterdir()
+    assert last.name == "rl-3"
+    _weights_close(last, reference / "checkpoints" / "rl-3", "checkpoint")
+    state, unstopped = (json.loads((r / "state.json").read_text()) for r in (run, reference))
+    assert state["stage_steps"] == unstopped["stage_steps"]
+    assert state["finished_stages"] == unstopped["finished_stages"]
+
+
+def test_the_deadline_starts_a_unit_only_when_it_is_expected_to_finish():
+    now = [0.0]
+    deadline = Deadline(at=100.0, clock=lambda: now[0])
+    # The first unit of an invocation starts while any time is left, whatever an earlier one
+    # recorded: otherwise a unit longer than an invocation would never run.
+    deadline.check("rl", "rl step 1/9", recorded=500.0)
+    deadline.finished("rl", 30.0)
+    now[0] = 30.0
+    deadline.check("rl", "rl step 2/9")  # 70 s left, 37.5 needed
+    deadline.finished("rl", 20.0)
+    now[0] = 62.0
+    deadline.check("rl", "rl step 3/9")  # 38 s left: the longest step (30 s) and a quarter fits
+    now[0] = 63.0
+    with pytest.raises(DeadlineStop) as stop:
+        deadline.check("rl", "rl step 3/9")
+    assert (stop.value.left, stop.value.needed) == (37.0, MARGIN * 30.0)
+    assert str(stop.value) == (
+        "stopped for the deadline before rl step 3/9 (37 s left, about 38 s needed); "
+        "nothing is lost"
+    )
+    # A kind this process has not timed: what an earlier invocation recorded, else unknown
+    # (it starts).
+    deadline.check("evaluation heldout", "heldout_after")
+    with pytest.raises(DeadlineStop):
+        deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
+    deadline.finished("evaluation heldout", 4.0)  # this process's own timing comes first
+    deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
+    # Past the deadline nothing starts, not even an invocation's first unit.
+    now[0] = 100.0
+    with pytest.raises(DeadlineStop) as stop:
+        Deadline(at=100.0, clock=lambda: now[0]).check("rl", "rl step 3/9")
+    assert "before rl step 3/9 (the deadline passed 0.0 s ago)" in str(stop.value)
+
+
+def test_a_run_stopped_at_every_kind_of_boundary_ends_as_the_unstopped_run(
+    setup, reference, tmp_path, monkeypatch, capsys
+):
+    # Each invocation does two units and stops before the third: before a step inside a
+    # stage, before an evaluation, before the collection, before the first step of a stage.
+    monkeypatch.setattr(deadline_module, "Deadline", lambda at: AfterUnits(2))
+    run = tmp_path / "run"
+    codes: list[int] = []
+    stops: list[str] = []
+    argv = ["train", *setup, "--out", str(run), "--stop-after", "1e6"]
+    while len(codes) < 10:
+        code, err = _invoke(argv, capsys)
+        codes.append(code)
+        if code != EX_TEMPFAIL:
+            break
+        (line,) = _said(err)  # one line: where it stopped and how to go on
+        assert line.startswith("cuda-agent: stopped for the deadline before ")
+        assert line.endswith(f"nothing is lost: continue with cuda-agent train --resume {run}")
+        stops.append(
+            line.removeprefix("cuda-agent: stopped for the deadline before ").split(" (")[0]
+        )
+        argv = ["train", "--resume", str(run), "--quiet", "--stop-after", "1e6"]
+    assert codes == [EX_TEMPFAIL] * 5 + [0]
+    assert stops == UNITS[2::2]
+    _same_as_unstopped(run, reference)
+    # The summary's figures are the whole run's: six invocations, their wall seconds summed.
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["invocations"] == 6
+    sessions = summary["sessions"]
+    assert [s["end"] for s in sessions] == ["deadline"] * 5 + ["finished"]
+    assert [s.get("stopped_before") for s in sessions] == [*stops, None]
+    assert [s["stage_steps"].get("rl", 0) for s in sessions] == [0, 0, 0, 1, 3, 3]
+    assert summary["wall_seconds"] == pytest.approx(sum(s["seconds"] for s in sessions))
+    steps = sum(r["seconds"] for r in _records(run) if r.get("step") is not None)
+    assert summary["train_seconds"] >= steps > 0
+    assert json.loads((reference / "summary.json").read_text())["invocations"] == 1
+
+
+def test_a_deadline_passed_at_start_stops_before_the_first_unit(setup, reference, tmp_path, capsys):
+    run = tmp_path / "run"
+    code, err = _invoke(
+        ["train", *setup, "--out", str(run), "--deadline", "2000-01-01T00:00:00+00:00"], capsys
+    )
+    assert code == EX_TEMPFAIL
+    (line,) = _said(err)
+    assert line.startswith("cuda-agent: stopped for the deadline before the baselines (the ")
+    assert line.endswith(f"--resume {run}") and err.endswith(f"{line}\n")
+    # The minimum was done: the policy loaded and config.json written (so --resume works);
+    # no unit, no metrics, no checkpoint; the invocation is on record.
+    assert json.loads((run / "config.json").read_text())["seed"] == 5
+    assert not (run / "metrics.jsonl").exists() or not (run / "metrics.jsonl").read_text()
+    assert not (run / "checkpoints").exists() or not list((run / "checkpoints").iterdir())
+    state = json.loads((run / "state.json").read_text())
+    assert state["finished_stages"] == [] and state["checkpoint"] == ""
+    assert [(s["end"], s["stopped_before"]) for s in state["sessions"]] == [
+        ("deadline", "the baselines")
+    ]
+    # --stop-after counts from the process's start (this test process began long before).
+    code, err = _invoke(["train", "--resume", str(run), "--quiet", "--stop-after", "0"], capsys)
+    assert code == EX_TEMPFAIL and "before the baselines" in err
+    code, err = _invoke(["train", "--resume", str(run), "--quiet"], capsys)
+    assert code == 0, err
+    _same_as_unstopped(run, reference)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["invocations"] == 3
+    assert [s["end"] for s in summary["sessions"]] == ["deadline", "deadline", "finished"]
+
+
+def test_deadline_flags(capsys):
+    def parse(*flags: str) -> argparse.Namespace:
+        return _parser().parse_args(["train", *flags])
+
+    for bad in (["--stop-after", "-1"], ["--stop-after", "soon"], ["--deadline", "tomorrow"]):
+        with pytest.raises(SystemExit) as exit_:
+            parse(*bad)
+        assert exit_.value.code == 2
+    assert "--stop-after" in capsys.readouterr().err
+    assert _deadline(parse()) is None
+    assert _deadline(parse("--deadline", "1700000000")) == 1_700_000_000.0
+    assert _deadline(parse("--deadline", "2023-11-14T22:13:20Z")) == 1_700_000_000.0
+    # with both, the earlier; --stop-after counts from this process's start, not from now
+    soon = time.time() + 10
+    assert _deadline(parse("--stop-after", "100", "--deadline", str(soon))) == soon
+    started = _process_start()
+    assert started <= IMPORTED + 1  # /proc's boot time is to the second
+    assert _deadline(parse("--stop-after", "5", "--deadline", "1e12")) == pytest.approx(
+        started + 5, abs=1.0
+    )
