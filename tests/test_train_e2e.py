@@ -21,6 +21,10 @@ import pytest
 
 from cuda_agent.policy.testing import save_tiny_model
 
+# A guard against a hung child process, not a time limit: on a busy 2-core machine a small
+# run takes many minutes.
+HANG_S = 3600
+
 SMALL = [
     "--warmstart-steps",
     "2",
@@ -118,7 +122,7 @@ def _kept_episodes(run: Path) -> None:
     (run / "rft" / "episodes.jsonl").write_text(text)
 
 
-def _train(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _train(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent.runner", "train", *args],
         capture_output=True,
