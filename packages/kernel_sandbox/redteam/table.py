@@ -23,6 +23,8 @@ def table() -> str:
             runtime = c.get("runtime_note", "not run")
         if c.get("kind") == "property":
             default = "ok from `evaluate`; fails `check_candidate`"
+            if c.get("property_flags"):
+                default += f" (`{', '.join(c['property_flags'])}`)"
         else:
             default = verdict(c["status"], c.get("flags", []))
         backends = c.get("backends", ["cpu"])

@@ -80,6 +80,8 @@ def test_redteam_case(case, strict, runtime_only, listener, tmp_path):
         assert strict.evaluate(task, source).status == case["status"]  # evaluate alone passes
         report = check_candidate(strict, task, source, max_examples=10)
         assert not report.passed, str(report)
+        assert report.result is not None
+        assert set(case.get("property_flags", [])) <= set(report.result.flags), str(report)
         _still_works(strict)
         return
     if case.get("isolate"):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.kernel_sandbox.properties import (
     Case,
+    above_visible_case,
     assert_candidate_matches,
     case_strategy,
     check_candidate,
@@ -29,7 +30,8 @@ def test_honest_solutions_hold_on_drawn_sizes_and_distributions(sandbox):
     for name in ("relu", "softmax", "row_sum"):
         task = _task(name)
         report = assert_candidate_matches(sandbox, task, task.solutions["cpu"], max_examples=8)
-        assert report.passed and report.examples >= 8
+        assert report.passed and report.examples >= 9
+        assert report.above_visible is not None and "one above the visible" in str(report)
 
 
 def test_hard_coded_shapes_fail_with_a_small_counterexample(sandbox):
@@ -45,6 +47,29 @@ def test_hard_coded_shapes_fail_with_a_small_counterexample(sandbox):
     assert "DIM" in str(report)
     with pytest.raises(AssertionError, match="candidate fails with sizes"):
         assert_candidate_matches(sandbox, softmax, cheat, max_examples=15)
+
+
+def test_a_size_hard_coded_from_the_visible_problem_fails_just_above_it(sandbox):
+    relu = _task("relu")
+    # Correct on every size up to the visible element count (64 x 4096), which it hard-codes;
+    # the drawn sizes never exceed it, the case above the visible sizes does.
+    cheat = relu.solutions["cpu"].replace("x.numel())", "min(x.numel(), 262144))")
+    assert cheat != relu.solutions["cpu"]
+    report = check_candidate(sandbox, relu, cheat, max_examples=10)
+    assert not report.passed, str(report)
+    assert report.found_by == "above_visible" and report.examples == 2  # above, then visible
+    assert report.counterexample == Case({"BATCH": 65, "DIM": 4097})
+    assert report.result is not None and report.result.status == "incorrect"
+    assert "hard_coded_size" in report.result.flags and not report.result.correct
+    assert "(above the visible sizes, which pass: hard-coded?)" in str(report)
+    # Without that case, today's draws pass it.
+    assert check_candidate(sandbox, relu, cheat, max_examples=10, above_visible=False).passed
+
+
+def test_the_case_above_the_visible_sizes():
+    relu = _task("relu")
+    assert above_visible_case(relu, backend="cpu") == Case({"BATCH": 65, "DIM": 4097})
+    assert above_visible_case(relu, names=["DIM"]) == Case({"DIM": 4097})
 
 
 @given(data=st.data())

@@ -75,6 +75,14 @@ def _context_is_poisoned(result: dict[str, Any]) -> bool:
     return False
 
 
+def _memory_is_suspect(result: dict[str, Any]) -> bool:
+    """A candidate wrote out of a tensor's bounds, up to the far end of its guard region
+    (``_candidate.guards``): it may have written on, into this worker's own memory."""
+    extra = result.get("extra")
+    found = extra.get("out_of_bounds_write") if isinstance(extra, dict) else None
+    return isinstance(found, dict) and bool(found.get("beyond_guard"))
+
+
 def _release_gpu_memory() -> None:
     """After a candidate job: what the job allocated goes back to the GPU (its reserve would
     otherwise be held for the worker's life, and the next task's reference could not get it)."""
@@ -286,7 +294,7 @@ def main() -> None:
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}
             with sections.correctness("cleanup"):
-                retire = _context_is_poisoned(result)
+                retire = _context_is_poisoned(result) or _memory_is_suspect(result)
                 if not retire:
                     _release_gpu_memory()
             _send(channel, {"type": "result", "result": result, "retire": retire})

@@ -1,10 +1,14 @@
 """Property-based checking of a candidate against its reference, with hypothesis.
 
 A candidate verified only on the task's visible sizes may hard-code them, or fail on odd sizes,
-tails of the value distribution or huge magnitudes. ``check_candidate`` draws other problem
+tails of the value distribution or huge magnitudes. ``check_candidate`` first evaluates one case
+just above the visible sizes (each one more, ``above_visible_case``): a loop bound or buffer
+sized from the visible problem leaves the tail unwritten there. Then it draws other problem
 sizes (the task's module-level integers: tiny, odd, up to the visible ones) and other value
 distributions, evaluates each case in the sandbox (correctness only), and shrinks a failure to
-the smallest counterexample::
+the smallest counterexample. Every evaluation also guards the tensors the candidate receives
+and allocates, so a write past their bounds on the smaller sizes fails
+(``out_of_bounds_write``)::
 
     report = check_candidate(sandbox, task, candidate_source, max_examples=25)
     assert report.passed, report
@@ -17,7 +21,7 @@ candidate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import seed as hypothesis_seed
@@ -45,13 +49,21 @@ class PropertyReport:
     examples: int  # cases evaluated (including those discarded and the shrinking runs)
     counterexample: Case | None = None
     result: EvalResult | None = None  # the verdict on the counterexample
+    # which case failed: "drawn" (by hypothesis, shrunk) or "above_visible"; "" when passed
+    found_by: str = ""
+    above_visible: Case | None = None  # the case above the visible sizes that was judged
 
     def __str__(self) -> str:
         if self.passed:
-            return f"candidate matched the reference on {self.examples} drawn cases"
+            above = " and one above the visible sizes" if self.above_visible else ""
+            return f"candidate matched the reference on {self.examples} cases (drawn{above})"
         assert self.counterexample is not None and self.result is not None
+        where = ""
+        if self.found_by == "above_visible":
+            where = " (above the visible sizes"
+            where += ", which pass: hard-coded?)" if "hard_coded_size" in self.result.flags else ")"
         return (
-            f"candidate fails with sizes {self.counterexample.sizes} and "
+            f"candidate fails with sizes {self.counterexample.sizes}{where} and "
             f"{self.counterexample.distribution} inputs: {self.result.status}: {self.result.message}"
         )
 
@@ -66,7 +78,9 @@ def case_strategy(
 ) -> st.SearchStrategy[Case]:
     """Cases for ``task``: each size in ``names`` (default: all module-level integers) drawn from
     1..max(1, visible * max_scale), biased toward tiny and odd values; shrinks toward 1 and the
-    ``normal`` distribution. The visible sizes are those used on ``backend`` (CPU_SIZES on "cpu")."""
+    ``normal`` distribution. The visible sizes are those used on ``backend`` (CPU_SIZES on "cpu").
+    With the default ``max_scale`` no size exceeds the visible one: ``check_candidate`` adds
+    ``above_visible_case`` for that."""
     visible = task.sizes_for(backend)
     chosen = list(visible) if names is None else list(names)
     unknown = [n for n in chosen if n not in visible]
@@ -90,6 +104,26 @@ def case_strategy(
     return st.builds(Case, sizes=sizes, distribution=st.sampled_from(list(distributions)))
 
 
+def above_visible_case(
+    task: Task, *, backend: str = "cuda", names: Sequence[str] | None = None
+) -> Case:
+    """The case just above the visible problem: each size in ``names`` (default: all
+    module-level integers) one more than on ``backend``, ``normal`` inputs. One more is enough:
+    a size hard-coded from the visible problem leaves the last row or element unwritten (the
+    sandbox's allocations are poisoned), and the problem stays as cheap as the visible one."""
+    visible = task.sizes_for(backend)
+    chosen = list(visible) if names is None else list(names)
+    return Case(sizes={n: visible[n] + 1 for n in chosen})
+
+
+def _above_visible_cases(task: Task, backend: str, names: Sequence[str] | None) -> list[Case]:
+    """``above_visible_case``, then (for a reference that refuses it: sizes tied to each
+    other) each size alone one above the visible one."""
+    every = above_visible_case(task, backend=backend, names=names)
+    alone = [Case(sizes={n: v}) for n, v in every.sizes.items()] if len(every.sizes) > 1 else []
+    return [every, *alone]
+
+
 class _CaseFailed(Exception):
     def __init__(self, case: Case, result: EvalResult) -> None:
         super().__init__(f"{case}: {result.status}")
@@ -107,8 +141,21 @@ def check_candidate(
     names: Sequence[str] | None = None,
     max_scale: float = 1.0,
     distributions: Sequence[str] = DISTRIBUTIONS,
+    above_visible: bool = True,
 ) -> PropertyReport:
     """Evaluate ``candidate`` on drawn cases; return the minimal failing case, if any.
+
+    With ``above_visible`` (the default), the case with every size one above the visible one
+    comes first (``above_visible_case``; where the reference refuses it, each size alone one
+    above, until the reference takes one). A candidate that fails there but passes at the
+    visible sizes (evaluated next) is reported at once, its verdict flagged ``hard_coded_size``
+    (``found_by == "above_visible"``), without drawing: such a kernel usually writes far past
+    its buffers on the small drawn sizes, and each crash costs a worker restart while
+    hypothesis shrinks. Otherwise ``max_examples`` cases are drawn by ``case_strategy`` (sizes
+    up to the visible ones times ``max_scale``) and a failure is shrunk (``found_by ==
+    "drawn"``); a failure above the visible sizes that no drawn case reproduces is reported last,
+    unflagged. Every evaluation guards the candidate's tensors, so a write out of their bounds
+    fails a case as ``out_of_bounds_write``.
 
     Deterministic for a given ``seed`` (no example database is read or written).
     """
@@ -121,6 +168,31 @@ def check_candidate(
     )
     evaluated = 0
 
+    def judge(case: Case) -> EvalResult:
+        nonlocal evaluated
+        evaluated += 1
+        return sandbox.evaluate(
+            task,
+            candidate,
+            sizes=case.sizes,
+            distribution=case.distribution,
+            measure_time=False,
+        )
+
+    above: tuple[Case, EvalResult] | None = None
+    if above_visible:
+        for case in _above_visible_cases(task, sandbox.backend, names):
+            result = judge(case)
+            if not result.extra.get("reference_failed"):
+                above = (case, result)
+                break
+    if above is not None and not above[1].correct:
+        case, result = above
+        visible = task.sizes_for(sandbox.backend)
+        if judge(Case(sizes={n: visible[n] for n in case.sizes})).correct:
+            flagged = replace(result, flags=(*result.flags, "hard_coded_size"))
+            return PropertyReport(False, evaluated, case, flagged, "above_visible", case)
+
     @settings(
         max_examples=max_examples,
         deadline=None,
@@ -130,25 +202,20 @@ def check_candidate(
     )
     @given(case=strategy)
     def holds(case: Case) -> None:
-        nonlocal evaluated
-        evaluated += 1
-        result = sandbox.evaluate(
-            task,
-            candidate,
-            sizes=case.sizes,
-            distribution=case.distribution,
-            measure_time=False,
-        )
+        result = judge(case)
         if result.extra.get("reference_failed"):
             reject()  # the reference cannot take this case: not the candidate's fault
         if not result.correct:
             raise _CaseFailed(case, result)
 
+    above_case = above[0] if above is not None else None
     try:
         hypothesis_seed(seed)(holds)()
     except _CaseFailed as failure:
-        return PropertyReport(False, evaluated, failure.case, failure.result)
-    return PropertyReport(True, evaluated)
+        return PropertyReport(False, evaluated, failure.case, failure.result, "drawn", above_case)
+    if above is not None and not above[1].correct:
+        return PropertyReport(False, evaluated, above[0], above[1], "above_visible", above_case)
+    return PropertyReport(True, evaluated, above_visible=above_case)
 
 
 def assert_candidate_matches(

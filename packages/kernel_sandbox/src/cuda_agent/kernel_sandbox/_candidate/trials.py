@@ -1,5 +1,6 @@
 """One planned check, as the candidate worker runs it: draw (cached) inputs, call the candidate
-on poisoned allocations under the runtime checks, send the outputs, receive the verdict."""
+on poisoned, guarded allocations under the runtime checks, send the outputs, receive the
+verdict."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .._shared.protocol import Check, CheckRequest, CheckVerdict, JobConfig
 from .._shared.sections import Sections
 from .._shared.task_runtime import TaskFailure
 from . import decoys as _decoys
+from . import guards as _guards
 from . import runtime_checks as _runtime_checks
 from .verdict import Verdict, reference_failed, trim
 
@@ -68,16 +70,16 @@ class Trials:
     on_device: bool  # trial outputs go to the slot's device buffer
     buffer_asked: bool  # that buffer was asked for in this job
 
-    def forward(self, inputs: list[Any]) -> Any:
+    def forward(self, inputs: list[Any], guards: list[_guards.Guard]) -> Any:
         """One candidate call (see ``_forward``); on a GPU out-of-memory error, once more after
         the worker's caches are freed. Only a problem that does not fit even then is the
         candidate's ``runtime_error``."""
         try:
-            return self._forward(inputs)
+            return self._forward(inputs, guards)
         except _OutOfMemory:
             free_cached_inputs()
         try:
-            return self._forward(inputs)
+            return self._forward(inputs, guards)
         except _OutOfMemory as oom:
             raise Verdict(
                 "runtime_error",
@@ -86,11 +88,15 @@ class Trials:
                 + trim(oom.error),
             ) from None
 
-    def _forward(self, inputs: list[Any]) -> Any:
-        """One candidate call on poisoned allocations, recording the PyTorch operators it ran."""
+    def _forward(self, inputs: list[Any], guards: list[_guards.Guard]) -> Any:
+        """One candidate call on poisoned allocations, recording the PyTorch operators it ran.
+        ``inputs`` lie in guard regions (``guards``), and so do the tensors the call allocates:
+        a write outside any of them is ``rejected`` (``out_of_bounds_write``)."""
         recorder = _runtime_checks.OpRecorder() if self.checks else contextlib.nullcontext()
+        # Allocations are guarded up to about the inputs' size (they stay alive until checked).
+        allocations = _guards.AllocationGuards(self.device, sum(g.span for g in guards))
         try:
-            with torch.no_grad(), poisoned_allocations(), recorder:
+            with torch.no_grad(), poisoned_allocations(), allocations, recorder:
                 launches, in_kernels = launch.launch_count(), launch.kernel_seconds()
                 started = time.thread_time()
                 output = self.model_new(*inputs)
@@ -127,6 +133,13 @@ class Trials:
                     "kernels (PyTorch may only allocate, view, reshape and copy tensors)",
                     flags=["torch_compute"],
                 )
+        outputs = _task_runtime.as_tensors(output) or []
+        damage, beyond = _guards.first_damage(guards, allocations.guards, outputs)
+        if damage:
+            # Writes that reached a pad's far end may have gone on into the worker's own memory:
+            # the worker retires after this job (``_worker``).
+            extra = {"out_of_bounds_write": {"beyond_guard": beyond}}
+            raise Verdict("rejected", damage, flags=["out_of_bounds_write"], extra=extra)
         return output
 
     def compare_runs(self, first: Any, second: Any) -> None:
@@ -215,6 +228,7 @@ class Trials:
         self.allowed = _runtime_checks.allowed_aten(cfg.allowed_torch_ops)
         self.first = True
         self.last_inputs: list[Any] | None = None
+        self.last_guards: list[_guards.Guard] = []  # the guard regions of last_inputs
         self.threads_at_load = threads_at_load  # Python threads before the candidate loaded
         self.host_splits: list[_decoys.HostSplit] = []  # each checked forward's CPU time
         self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
@@ -243,23 +257,20 @@ class Trials:
         t = time.perf_counter()
         pristine, prints = self.draw(step)
         if inplace and self.last_inputs is not None:
-            inputs = self.last_inputs
+            inputs, guards = self.last_inputs, self.last_guards
             for old, new in zip(inputs, pristine, strict=True):
                 if isinstance(old, torch.Tensor):
                     old.copy_(new)
         else:
-            inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+            inputs, guards = _guards.guard_inputs(pristine, self.device)  # copies, guarded
         t = self._add("inputs", t)
-        output = self.forward(inputs)
+        output = self.forward(inputs, guards)
         if self.checks and self.first:
             # The same inputs again must give the same outputs: garbage memory that happened
             # to match, or races, differ from run to run.
-            again = self.forward(
-                [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
-            )
-            self.compare_runs(output, again)
+            self.compare_runs(output, self.forward(*_guards.guard_inputs(pristine, self.device)))
         self.first = False
-        self.last_inputs = inputs
+        self.last_inputs, self.last_guards = inputs, guards
         t = self._add("candidate", t)
         for a, b in zip(inputs, pristine, strict=True):
             if isinstance(a, torch.Tensor) and not torch.equal(a, b):
