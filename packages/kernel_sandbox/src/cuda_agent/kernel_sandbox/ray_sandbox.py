@@ -26,39 +26,24 @@ dies twice gets a ``runtime_error`` verdict naming both deaths. Each job is answ
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
+from ._parent.ray_actors import Scheduler, first_line, import_ray
 from .candidates import Candidate, read_candidate
 from .config import SandboxConfig, auto_lanes
-from .result import EvalResult, with_extra
+from .result import EvalResult
 from .sandbox import BaselineStatus, Sandbox
 from .tasks import Task
-
-MAX_ATTEMPTS = 2  # slots a job may lose before its verdict is runtime_error
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "SandboxConfig.ray_address needs Ray: pip install 'cuda-agent-kernel-sandbox[ray]'"
-        ) from exc
-    return ray
 
 
 def connect(address: str) -> Any:
     """``ray.init`` for ``address`` unless this process is connected already ("local": a new
     local cluster; "auto": the running cluster)."""
-    ray = _ray()
+    ray = import_ray()
     if not ray.is_initialized():
         ray.init(
             address=None if address == "local" else address,
@@ -145,187 +130,6 @@ def _check_room(
         time.sleep(0.1)
 
 
-# ----------------------------------------------------------------------------------- actors
-class SlotActor:
-    """One slot of the pool: a one-slot local ``Sandbox`` on this actor's node, whose candidate
-    worker builds for the architecture the compile actors build for (``Sandbox._build_for``)."""
-
-    def __init__(self, config: SandboxConfig) -> None:
-        self.sandbox = Sandbox(config)
-        self.arch = cuda_arch() if self.sandbox.backend == "cuda" else ""
-        self.sandbox._build_for(self.arch)
-
-    def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
-        return self.sandbox.evaluate(task, source, **options)
-
-    def warm_up(self) -> int:
-        self.sandbox.warm_up()
-        return os.getpid()
-
-    def measure_baseline(self, task: Task) -> BaselineStatus:
-        return self.sandbox.measure_baselines([task])[0]
-
-    def cuda_arch(self) -> str:
-        return self.arch
-
-    def pid(self) -> int:
-        return os.getpid()
-
-
-class CompileActor:
-    """Builds candidates' extensions for ``cuda_arch`` into the shared cache, with no GPU."""
-
-    def __init__(self, config: SandboxConfig, index: int, cuda_arch: str) -> None:
-        from ._parent.pool import Worker
-
-        self.worker = Worker(config, index, "compile", cuda_arch=cuda_arch)
-        self.backend = config.backend
-
-    def prepare(self, source: Any, task_name: str) -> tuple[bool, EvalResult | None]:
-        return prepare_extensions(self.worker, source, task_name, self.backend)
-
-
-class Scheduler:
-    """Hands each job to an idle slot actor (after a compile actor built it, on CUDA), replaces
-    actors that die, and answers every job once."""
-
-    def __init__(self, config: SandboxConfig, env: dict[str, str]) -> None:
-        ray = _ray()
-        self.ray = ray
-        self.config = config
-        lanes = config.lanes_per_gpu if isinstance(config.lanes_per_gpu, int) else 1
-        self.inner = replace(
-            config, ray_address=None, workers=1, compile_workers=0, lanes_per_gpu=lanes
-        )
-        self.options: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
-        # A slot actor runs its lanes' jobs at once (a thread each), a CPU per lane.
-        self.options.update(num_cpus=lanes, max_concurrency=lanes)
-        if config.backend == "cuda":
-            self.options.update(num_gpus=1)
-        self.slots = [self._new_slot() for _ in range(config.workers)]
-        self.idle: asyncio.Queue[int] = asyncio.Queue()
-        for _ in range(lanes):
-            for i in range(len(self.slots)):
-                self.idle.put_nowait(i)
-        self.deaths: list[str] = []
-        self.compilers: list[Any] = []
-        self.compile_idle: asyncio.Queue[int] = asyncio.Queue()
-        self.prepared: set[str] = set()
-        self._compile_started = config.compile_workers == 0
-        self.arch = ""
-
-    def _new_slot(self) -> Any:
-        remote = self.ray.remote(SlotActor)
-        return remote.options(**self.options).remote(self.inner)
-
-    async def _start_compilers(self) -> None:
-        """Compile actors, for the architecture slot actor 0 reads on its node."""
-        self._compile_started = True
-        self.arch = await self.slots[0].cuda_arch.remote()
-        if not self.arch:
-            return
-        for i in range(self.config.compile_workers):
-            self.compilers.append(self._new_compiler(i))
-            self.compile_idle.put_nowait(i)
-
-    def _new_compiler(self, index: int) -> Any:
-        env = self.options.get("runtime_env")
-        remote = self.ray.remote(CompileActor).options(
-            num_cpus=1, num_gpus=0, **({"runtime_env": env} if env else {})
-        )
-        return remote.remote(self.inner, index, self.arch)
-
-    async def _prepare(self, source: Any, task_name: str) -> EvalResult | None:
-        key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
-        if key in self.prepared:
-            return None
-        i = await self.compile_idle.get()
-        try:
-            built, failure = await self.compilers[i].prepare.remote(source, task_name)
-        except self.ray.exceptions.RayActorError as death:
-            self.compilers[i] = self._new_compiler(i)  # a fresh one takes its place
-            self.deaths.append(f"compile actor {i}: {_first_line(death)}")
-            return None  # the GPU job builds it then, and reports any failure in full
-        finally:
-            self.compile_idle.put_nowait(i)
-        if built:
-            self.prepared.add(key)
-        return failure
-
-    async def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
-        if not self._compile_started and self.config.backend == "cuda":
-            await self._start_compilers()
-        if self.compilers and needs_build(source) and not self._refused(source):
-            failed = await self._prepare(source, task.name)
-            if failed is not None:
-                return failed
-        losses: list[str] = []
-        while True:
-            i = await self.idle.get()
-            actor = self.slots[i]
-            try:
-                result = await actor.evaluate.remote(task, source, options)
-            except self.ray.exceptions.RayActorError as death:
-                reason = f"slot actor {i} died mid-job: {_first_line(death)}"
-                losses.append(reason)
-                self.deaths.append(reason)
-                self.slots[i] = self._new_slot()  # a fresh actor takes its place
-                if len(losses) >= MAX_ATTEMPTS:
-                    return EvalResult(
-                        status="runtime_error",
-                        message="the sandbox lost the job's slot twice: " + "; ".join(losses),
-                        task=task.name,
-                        backend=self.config.backend,
-                        extra={"ray": {"actor_deaths": losses}},
-                    )
-                continue
-            finally:
-                self.idle.put_nowait(i)
-            return with_extra(result, ray={"actor_deaths": losses}) if losses else result
-
-    async def measure_baseline(self, task: Task) -> BaselineStatus:
-        """``task``'s baseline, measured (or found kept) by an idle lane of a slot actor; the
-        cache is shared, so any slot's later evaluations find it."""
-        i = await self.idle.get()
-        try:
-            return await self.slots[i].measure_baseline.remote(task)
-        except self.ray.exceptions.RayActorError as death:
-            reason = f"slot actor {i} died measuring a baseline: {_first_line(death)}"
-            self.deaths.append(reason)
-            self.slots[i] = self._new_slot()
-            return BaselineStatus(task.name, "failed", message=reason)
-        finally:
-            self.idle.put_nowait(i)
-
-    def _refused(self, source: Any) -> bool:
-        """The static checks refuse it anyway: no build for it (the slot answers at once)."""
-        if not self.config.static_checks:
-            return False
-        from .static_checks import static_findings
-
-        return bool(static_findings(source, allowed_torch_ops=self.config.allowed_torch_ops))
-
-    async def warm_up(self) -> list[int]:
-        return list(await asyncio.gather(*(s.warm_up.remote() for s in self.slots)))
-
-    def actors(self) -> list[Any]:
-        """The slot actors now (tests kill one mid-job)."""
-        return list(self.slots)
-
-    def stats(self) -> dict[str, Any]:
-        return {"slots": len(self.slots), "compilers": len(self.compilers), "deaths": self.deaths}
-
-    def shutdown(self) -> None:
-        for actor in [*self.slots, *self.compilers]:
-            self.ray.kill(actor, no_restart=True)
-        self.slots, self.compilers = [], []
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 # ----------------------------------------------------------------------------------- client
 class RaySandbox(Sandbox):
     """``Sandbox``'s API over a Ray cluster (``SandboxConfig.ray_address``: "auto" for the
@@ -376,12 +180,12 @@ class RaySandbox(Sandbox):
         return self._get(ref)
 
     def _get(self, refs: Any) -> Any:
-        ray = _ray()
+        ray = import_ray()
         try:
             return ray.get(refs)
         except ray.exceptions.RayActorError as death:
             raise RuntimeError(
-                f"the sandbox's scheduler actor is gone ({_first_line(death)}); its jobs have no "
+                f"the sandbox's scheduler actor is gone ({first_line(death)}); its jobs have no "
                 "verdict: close this RaySandbox and open a new one"
             ) from death
 
@@ -401,28 +205,28 @@ class RaySandbox(Sandbox):
         self._admit("normal")
         refs = [self._scheduler.measure_baseline.remote(task) for task in tasks]
         if progress is not None:
-            ray, waiting = _ray(), list(refs)
+            ray, waiting = import_ray(), list(refs)
             while waiting:
                 done, waiting = ray.wait(waiting, num_returns=1)
                 progress(self._get(done[0]))
         return list(self._get(refs))
 
     def warm_up(self) -> None:
-        _ray().get(self._scheduler.warm_up.remote())
+        import_ray().get(self._scheduler.warm_up.remote())
 
     def actors(self) -> list[Any]:
         """The slot actors' handles (for tests and monitoring)."""
-        return list(_ray().get(self._scheduler.actors.remote()))
+        return list(import_ray().get(self._scheduler.actors.remote()))
 
     def stats(self) -> dict[str, Any]:
-        return dict(_ray().get(self._scheduler.stats.remote()))
+        return dict(import_ray().get(self._scheduler.stats.remote()))
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._owner:
-            ray = _ray()
+            ray = import_ray()
             try:
                 ray.get(self._scheduler.shutdown.remote())
                 ray.kill(self._scheduler, no_restart=True)
