@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from cuda_agent.kernel_sandbox import Task, TaskError, load_tasks
 
-from .similarity import torch_call_names
+from .model_code import torch_call_names
 
 MANIFEST = "manifest.jsonl"
 
@@ -58,7 +58,7 @@ def family_of(task: Task, metadata: Mapping[str, Any] | None = None) -> str:
     From ``metadata["ops"]`` when it lists operators (anything ``parse_ops`` reads): their bare
     lower-case names (``torch.nn.functional.gelu`` -> ``gelu``, as for source-derived
     families), sorted, de-duplicated, joined with ``+``. Otherwise from the
-    source: the torch calls its model code makes (``similarity.torch_call_names``). A task with
+    source: the torch calls its model code makes (``model_code.torch_call_names``). A task with
     neither gets a family of its own, ``task:<name>``.
     """
     try:
