@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Literal
@@ -305,6 +305,23 @@ def _resolves(target: str) -> bool:
 def catalogue() -> dict[str, Op]:
     """The ops whose torch callable this torch has, by name."""
     return {op.name: op for op in _OPS if _resolves(op.target)}
+
+
+def chain_teachable(first_input: Dims, ops: Sequence[str]) -> bool:
+    """Whether ``solutions.py`` can write a chain of ``ops`` (names, in order) on a first input
+    of shape ``first_input`` in C: the input 2-D, every op ``teachable``, at most one reduction
+    and no second input after it. ``Composition.teachable`` asks it; ``compose`` draws only such
+    chains with ``teachable=True``."""
+    known = catalogue()
+    reduced = False
+    if len(first_input) != 2:
+        return False
+    for name in ops:
+        op = known[name]
+        if not op.teachable or (reduced and op.kind in ("binary", "reduction")):
+            return False
+        reduced |= op.kind == "reduction"
+    return True
 
 
 def describe(op: Op) -> dict[str, object]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from cuda_agent.kernel_sandbox import Task, task_from_source
 
-from .catalogue import Dims, Op, catalogue
+from .catalogue import Dims, Op, catalogue, chain_teachable
 
 # P(number of operators): the reference system's set was 84% two-operator compositions.
 OP_COUNTS: Mapping[int, float] = {1: 0.05, 2: 0.84, 3: 0.06, 4: 0.03, 5: 0.02}
@@ -106,10 +106,8 @@ class Composition:
 
     @property
     def teachable(self) -> bool:
-        """Whether ``solutions.cpu_solution`` can write this chain in C."""
-        from .solutions import can_write
-
-        return can_write(self)
+        """Whether ``solutions.cpu_solution`` can write this chain in C (``chain_teachable``)."""
+        return chain_teachable(self.inputs[0][1], self.ops)
 
     def metadata(self) -> dict[str, Any]:
         return {

@@ -9,9 +9,10 @@ compact CUDA solutions' form (``launch.cuda_kernel``, NVRTC): a thread per eleme
 reduction a block per row whose threads combine their partial accumulators in shared memory
 (``Reduction.combine``), as the built-in ``row_sum`` does.
 
-Chains they can write (``can_write``): 2-D input, every op with a C form (``Op.c`` or
-``Op.reduce``), at most one reduction, no second input after it. A warm start teaches these;
-each is checked in the sandbox like any candidate before it is kept (``filters.py``).
+Chains they can write (``can_write``, ``catalogue.chain_teachable``): 2-D input, every op with
+a C form (``Op.c`` or ``Op.reduce``), at most one reduction, no second input after it. A warm
+start teaches these; each is checked in the sandbox like any candidate before it is kept
+(``filters.py``).
 """
 
 from __future__ import annotations
@@ -26,17 +27,8 @@ NAME = "fused_kernel"  # one name for every chain (an op's own name can be libm'
 
 
 def can_write(composition: Composition) -> bool:
-    """Whether ``cpu_solution`` can write ``composition``."""
-    ops = catalogue()
-    reduced = False
-    if len(composition.inputs[0][1]) != 2:
-        return False
-    for step in composition.steps:
-        op = ops[step.op]
-        if not op.teachable or (reduced and op.kind in ("binary", "reduction")):
-            return False
-        reduced |= op.kind == "reduction"
-    return True
+    """Whether ``cpu_solution`` can write ``composition`` (``catalogue.chain_teachable``)."""
+    return composition.teachable
 
 
 @dataclass(frozen=True)
