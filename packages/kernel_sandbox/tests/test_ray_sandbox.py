@@ -281,7 +281,7 @@ def test_a_slots_candidate_worker_builds_for_the_compile_actors_architecture():
     from cuda_agent.kernel_sandbox._parent.pool import Worker
 
     with Sandbox(_config(workers=1)) as slot_pool:
-        slot_pool._build_for("9.0")  # what a slot actor does with its architecture
+        slot_pool.build_for("9.0")  # what a slot actor does with its architecture
         compile_env = Worker(slot_pool.config, 0, "compile", cuda_arch="9.0")._env()
         for lane in slot_pool._lanes.lanes:
             candidate_env = lane.candidate._env()

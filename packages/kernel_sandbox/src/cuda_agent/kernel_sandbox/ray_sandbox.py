@@ -131,11 +131,11 @@ def _check_room(
 
 
 # ----------------------------------------------------------------------------------- client
-class RaySandbox(Sandbox):
+class RaySandbox(Sandbox, on_cluster=True):
     """``Sandbox``'s API over a Ray cluster (``SandboxConfig.ray_address``: "auto" for the
     running cluster, "local" for a new one on this machine, or an address). ``Sandbox(config)``
-    returns one when the config names an address. Picklable: a copy sent to another Ray
-    process (a rollout actor) shares the same scheduler and slots."""
+    returns one when the config names an address (``on_cluster``). Picklable: a copy sent to
+    another Ray process (a rollout actor) shares the same scheduler and slots."""
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         config = config or SandboxConfig(ray_address="local")

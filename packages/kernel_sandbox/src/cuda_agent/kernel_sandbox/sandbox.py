@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from types import TracebackType
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from ._parent.baselines import BaselineCache
 from ._parent.broker import Broker, compose
@@ -62,11 +62,22 @@ class Sandbox:
     """Owns the worker pool; use as a context manager (or call ``close``). With
     ``config.ray_address`` set it is a ``RaySandbox``: the same API on a Ray cluster."""
 
+    # What ``Sandbox(config)`` makes when ``config.ray_address`` is set: the subclass declared
+    # with ``on_cluster=True`` (``class RaySandbox(Sandbox, on_cluster=True)``). The package's
+    # ``__init__`` imports ``ray_sandbox``, so it is known before any sandbox is made, and this
+    # module does not import the module that subclasses it.
+    _on_cluster: ClassVar[type[Sandbox] | None] = None
+
+    def __init_subclass__(cls, *, on_cluster: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if on_cluster:
+            Sandbox._on_cluster = cls
+
     def __new__(cls, config: SandboxConfig | None = None) -> Sandbox:
         if cls is Sandbox and config is not None and config.ray_address:
-            from .ray_sandbox import RaySandbox
-
-            return super().__new__(RaySandbox)
+            if Sandbox._on_cluster is None:  # only where the package's __init__ did not run
+                raise RuntimeError("ray_address is set: import cuda_agent.kernel_sandbox first")
+            return super().__new__(Sandbox._on_cluster)
         return super().__new__(cls)
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
@@ -91,7 +102,7 @@ class Sandbox:
         self._compilers: queue.Queue[Worker] = queue.Queue()
         arch = cuda_arch() if self.config.compile_workers else ""
         if arch:
-            self._build_for(arch)
+            self.build_for(arch)
             for i in range(self.config.compile_workers):
                 self._compilers.put(Worker(self.config, i, "compile", cuda_arch=arch))
         self._n_compilers = self._compilers.qsize()
@@ -105,11 +116,12 @@ class Sandbox:
         self._baselines = BaselineCache()
         self._trivial = TrivialCache()  # each task's trivial-answer rule (``_parent.trivial``)
 
-    def _build_for(self, arch: str) -> None:
+    def build_for(self, arch: str) -> None:
         """The candidate workers build extensions for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as the
         compile workers do, so both build the same thing and a built extension is loaded, not
         built again (left unset, torch derives other nvcc flags from the device: "9.0+PTX"
-        against "9.0")."""
+        against "9.0"). The pool calls it when it has compile workers; a Ray slot actor, whose
+        compile workers are other actors, calls it with their architecture."""
         for lane in self._lanes.lanes:
             lane.candidate.cuda_arch = arch
 

@@ -15,8 +15,10 @@ from typing import Any
 from ..config import SandboxConfig
 from ..result import EvalResult, with_extra
 from ..sandbox import BaselineStatus, Sandbox
+from ..static_checks import static_findings
 from ..tasks import Task
 from .compilers import cuda_arch, needs_build, prepare_extensions
+from .pool import Worker
 
 MAX_ATTEMPTS = 2  # slots a job may lose before its verdict is runtime_error
 
@@ -33,12 +35,12 @@ def import_ray() -> Any:
 
 class SlotActor:
     """One slot of the pool: a one-slot local ``Sandbox`` on this actor's node, whose candidate
-    worker builds for the architecture the compile actors build for (``Sandbox._build_for``)."""
+    worker builds for the architecture the compile actors build for (``Sandbox.build_for``)."""
 
     def __init__(self, config: SandboxConfig) -> None:
         self.sandbox = Sandbox(config)
         self.arch = cuda_arch() if self.sandbox.backend == "cuda" else ""
-        self.sandbox._build_for(self.arch)
+        self.sandbox.build_for(self.arch)
 
     def evaluate(self, task: Task, source: Any, options: dict[str, Any]) -> EvalResult:
         return self.sandbox.evaluate(task, source, **options)
@@ -61,8 +63,6 @@ class CompileActor:
     """Builds candidates' extensions for ``cuda_arch`` into the shared cache, with no GPU."""
 
     def __init__(self, config: SandboxConfig, index: int, cuda_arch: str) -> None:
-        from ._parent.pool import Worker
-
         self.worker = Worker(config, index, "compile", cuda_arch=cuda_arch)
         self.backend = config.backend
 
@@ -186,8 +186,6 @@ class Scheduler:
         """The static checks refuse it anyway: no build for it (the slot answers at once)."""
         if not self.config.static_checks:
             return False
-        from .static_checks import static_findings
-
         return bool(static_findings(source, allowed_torch_ops=self.config.allowed_torch_ops))
 
     async def warm_up(self) -> list[int]:
