@@ -7,7 +7,8 @@ prompts, and the two entry points:
       log p(y_j | x, y_<j) = log_softmax(head(h_{len(x) - 1 + j}))[y_j]
   with the head applied to response positions only (`_scoring.py`), through its scoring
   strategy.
-The strategies (`_strategies.py`) are chosen at construction and swapped by `shard()`.
+The strategies (`_strategies.py`) are chosen at construction and swapped by `shard()`; they run
+on the policy's `LocalModel` (`_local_model.py`: the model, the decoders, the scoring forward).
 Saving, loading and export come from `PersistenceMixin` (`_persistence.py`).
 """
 
@@ -29,13 +30,7 @@ from cuda_agent.policy._config import (
     resolve_kv_cache,
 )
 from cuda_agent.policy._decoding import DecodeStats, StaticDecoder, Warp
-from cuda_agent.policy._generation import (
-    DecodeRequest,
-    decode_static,
-    decode_with_generate,
-    fork_rng_seeded,
-    left_padded,
-)
+from cuda_agent.policy._generation import DecodeRequest, fork_rng_seeded, left_padded
 from cuda_agent.policy._loading import (
     adapter_parameters,
     adapters_disabled,
@@ -43,19 +38,11 @@ from cuda_agent.policy._loading import (
     resolve_model_source,
     wrap_with_lora,
 )
+from cuda_agent.policy._local_model import LocalModel
 from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._persistence import PersistenceMixin
 from cuda_agent.policy._sampling import Sample, build_sample
-from cuda_agent.policy._scoring import (
-    ScoringBatch,
-    TokenLogprobs,
-    adapter_autocast,
-    at_positions,
-    head_is_separable,
-    logprobs_from_hidden,
-    response_hidden_states,
-    right_padded_batch,
-)
+from cuda_agent.policy._scoring import TokenLogprobs, right_padded_batch
 from cuda_agent.policy._sharding import ShardedRoot, shard
 from cuda_agent.policy._strategies import (
     Decoding,
@@ -91,10 +78,10 @@ class Policy(PersistenceMixin):
         self._adapter: str | None = model.active_adapter if isinstance(model, PeftModel) else None
         self._eos_ids = self._collect_eos_ids()
         self._pad_id: int = tokenizer.pad_token_id
-        self._separable_head = head_is_separable(self._hf_model, device)
+        # What the strategies run on: the model, its decoders and the scoring forward.
+        self._local = LocalModel(self._hf_model, tokenizer, device, self._eos_ids, self._pad_id)
         # A private stream of per-call seeds, so seed=None runs are reproducible from config.seed.
         self._seed_stream = torch.Generator().manual_seed(config.seed)
-        self._decoder: StaticDecoder | None = None  # built on the first static-cache sampling
         self._sharded_root: ShardedRoot | None = None  # set by shard()
         # How generate decodes and token_logprobs scores (_strategies.py); shard() swaps both.
         static = resolve_kv_cache(config.kv_cache, device) == "static"
@@ -257,7 +244,8 @@ class Policy(PersistenceMixin):
         """
         stop = checked_sampling_args(n, max_new_tokens, temperature, top_p, top_k, stop)
         if not prompts:
-            self._decoding.idle(self, max_new_tokens)  # sharded: the others' gathers need us
+            if self._decoding.collective:  # sharded: the others' gathers need this process
+                self.generate([[self._pad_id]], max_new_tokens=max_new_tokens, seed=0)
             return []
         prompt_ids = [self._prompt_ids(p) for p in prompts]
         if any(len(p) == 0 for p in prompt_ids):
@@ -281,7 +269,7 @@ class Policy(PersistenceMixin):
                     Warp(temperature=temperature, top_p=top_p, top_k=top_k),
                     stop,
                 )
-                new_tokens, logprobs = self._decoding.decode(self, request)
+                new_tokens, logprobs = self._decoding.decode(self._local, request)
         finally:
             self.model.train(was_training)
 
@@ -294,21 +282,26 @@ class Policy(PersistenceMixin):
     def decode_stats(self) -> dict[str, float]:
         """The static-cache decoder's counters (`DecodeStats`): calls, new shapes and the
         seconds their first steps took; zeros before the first static-cache sampling."""
-        return asdict(self._decoder.stats if self._decoder is not None else DecodeStats())
+        decoder = self._local.decoder
+        return asdict(decoder.stats if decoder is not None else DecodeStats())
 
-    def _decode_static(self, request: DecodeRequest) -> tuple[torch.Tensor, torch.Tensor]:
-        """Our own decoding loop (`_decoding.py`), compiled into CUDA graphs on CUDA."""
-        if self._decoder is None:
-            self._decoder = StaticDecoder(self._hf_model, compile=self.device.type == "cuda")
-        return decode_static(
-            self._decoder, self.tokenizer, request, eos_ids=self._eos_ids, pad_id=self._pad_id
-        )
+    # The static-cache decoder and the head's separability are the local model's; tests and
+    # benchmarks reach them here.
+    @property
+    def _decoder(self) -> StaticDecoder | None:
+        return self._local.decoder
 
-    def _decode_with_generate(self, request: DecodeRequest) -> tuple[torch.Tensor, torch.Tensor]:
-        """transformers' `generate` with a dynamic cache; the sampler's log-probs recorded."""
-        return decode_with_generate(
-            self._hf_model, self.tokenizer, request, eos_ids=self._eos_ids, pad_id=self._pad_id
-        )
+    @_decoder.setter
+    def _decoder(self, decoder: StaticDecoder | None) -> None:
+        self._local.decoder = decoder
+
+    @property
+    def _separable_head(self) -> bool:
+        return self._local.separable_head
+
+    @_separable_head.setter
+    def _separable_head(self, separable: bool) -> None:
+        self._local.separable_head = separable
 
     def _prompt_ids(self, prompt: Sequence[int] | Sequence[Mapping[str, str]]) -> list[int]:
         if len(prompt) and all(isinstance(m, Mapping) for m in prompt):
@@ -335,31 +328,10 @@ class Policy(PersistenceMixin):
         mask = batch.mask
         if batch.empty:
             zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
-            zeros = self._scoring.idle(self, zeros)  # sharded: the collectives need us
+            zeros = self._scoring.idle(self._local, zeros)  # sharded: the collectives need us
             return TokenLogprobs(zeros, mask, zeros.clone() if with_entropy else None)
-        logprobs_n, entropy_n = self._scoring.score(self, batch, with_entropy)
+        logprobs_n, entropy_n = self._scoring.score(self._local, batch, with_entropy)
         zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
         logprobs = zeros.masked_scatter(mask, logprobs_n)
         entropy = zeros.masked_scatter(mask, entropy_n) if with_entropy else None
         return TokenLogprobs(logprobs=logprobs, mask=mask, entropy=entropy)
-
-    def _flat_logprobs(
-        self, batch: ScoringBatch, with_entropy: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """([N] log-probs, [N] entropies) of the N real response tokens of `batch`."""
-        head: Any
-        if self._separable_head:
-            head = self._hf_model.get_output_embeddings()
-            selected_brh = response_hidden_states(self._hf_model, batch)
-            vocab_size = int(head.weight.shape[0])
-        else:  # logits post-processed by the model: take them whole (more memory, still exact)
-            with adapter_autocast(self._hf_model):
-                logits_btv = self._hf_model(
-                    input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
-                ).logits
-            head, vocab_size = torch.nn.Identity(), int(logits_btv.shape[-1])
-            selected_brh = at_positions(logits_btv, batch.positions)
-        mask = batch.mask
-        return logprobs_from_hidden(
-            head, selected_brh[mask], batch.targets[mask], vocab_size, with_entropy=with_entropy
-        )

@@ -1,7 +1,8 @@
 """How a policy decodes and scores: chosen once, at construction, and swapped by `shard()`.
 
 `Policy.generate` and `Policy.token_logprobs` do not ask whether the policy is sharded; they
-call the strategy they hold:
+call the strategy they hold, which runs one of `LocalModel`'s operations (`_local_model.py`)
+here or through the FSDP root:
 
 | strategy            | set by                         | runs                                       |
 |---------------------|--------------------------------|--------------------------------------------|
@@ -11,12 +12,13 @@ call the strategy they hold:
 | `LocalScoring`      | construction                   | the chunked log-prob forward (`_scoring`)  |
 | `ShardedScoring`    | `shard()`                      | the same, through the FSDP root's hooks    |
 
-`idle` is what a process with nothing to do runs. Unsharded: nothing. Sharded: every process
-must take part in the other processes' weight gathers (and, for scoring, in the backward's
-gradient reductions), so it samples from a one-token prompt, or scores one token with weight 0.
+A process with nothing to do: unsharded, it does nothing. Sharded, every process must take
+part in the other processes' weight gathers (and, for scoring, in the backward's gradient
+reductions), so `generate` samples from a one-token prompt (`Decoding.collective`) and
+`Scoring.idle` scores one token with weight 0.
 
-The strategies keep no reference to the policy (it is passed to each call), so dropping the
-last reference to a policy still frees its model at once.
+The strategies keep no reference to the policy or its model (the `LocalModel` is passed to
+each call), so dropping the last reference to a policy still frees its model at once.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from cuda_agent.policy._scoring import ScoringBatch, right_padded_batch
 from cuda_agent.policy._sharding import ShardedRoot
 
 if TYPE_CHECKING:
-    from cuda_agent.policy._policy import Policy
+    from cuda_agent.policy._local_model import LocalModel
 
 TensorPair = tuple[
     torch.Tensor, torch.Tensor
@@ -38,63 +40,59 @@ TensorPair = tuple[
 
 
 class Decoding(Protocol):
-    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
-        """([rows, T_new] token ids, [rows, T_new] sampler log-probs) of `request`."""
-        ...
+    # Whether a process with no prompts must still decode (sharded: the other processes'
+    # weight gathers need it); `generate` then samples from a one-token prompt.
+    collective: bool
 
-    def idle(self, policy: Policy, max_new_tokens: int) -> None:
-        """What `generate` runs when this process has no prompts."""
+    def decode(self, model: LocalModel, request: DecodeRequest) -> TensorPair:
+        """([rows, T_new] token ids, [rows, T_new] sampler log-probs) of `request`."""
         ...
 
 
 class Scoring(Protocol):
-    def score(self, policy: Policy, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
+    def score(self, model: LocalModel, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
         """([N] log-probs, [N] entropies) of the N real response tokens of `batch`."""
         ...
 
-    def idle(self, policy: Policy, zeros: torch.Tensor) -> torch.Tensor:
+    def idle(self, model: LocalModel, zeros: torch.Tensor) -> torch.Tensor:
         """What `token_logprobs` returns for a batch with no response token: `zeros`, kept in
         the autograd graph where the backward's collectives need this process."""
         ...
 
 
 class StaticDecoding:
-    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
-        return policy._decode_static(request)
+    collective = False
 
-    def idle(self, policy: Policy, max_new_tokens: int) -> None:
-        return None
+    def decode(self, model: LocalModel, request: DecodeRequest) -> TensorPair:
+        return model.decode_static(request)
 
 
 class GenerateDecoding:
-    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
-        return policy._decode_with_generate(request)
+    collective = False
 
-    def idle(self, policy: Policy, max_new_tokens: int) -> None:
-        return None
+    def decode(self, model: LocalModel, request: DecodeRequest) -> TensorPair:
+        return model.decode_with_generate(request)
 
 
 class ShardedDecoding:
     """transformers' `generate` (uncompiled), between the root's hooks: every layer is gathered
     at every step."""
 
+    collective = True  # every process must take part in the other processes' weight gathers
+
     def __init__(self, root: ShardedRoot) -> None:
         self._root = root
 
-    def decode(self, policy: Policy, request: DecodeRequest) -> TensorPair:
-        result: TensorPair = self._root.run(policy._decode_with_generate, request)
+    def decode(self, model: LocalModel, request: DecodeRequest) -> TensorPair:
+        result: TensorPair = self._root.run(model.decode_with_generate, request)
         return result
-
-    def idle(self, policy: Policy, max_new_tokens: int) -> None:
-        # Every process must take part in the other processes' weight gathers.
-        policy.generate([[policy._pad_id]], max_new_tokens=max_new_tokens, seed=0)
 
 
 class LocalScoring:
-    def score(self, policy: Policy, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
-        return policy._flat_logprobs(batch, with_entropy)
+    def score(self, model: LocalModel, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
+        return model.flat_logprobs(batch, with_entropy)
 
-    def idle(self, policy: Policy, zeros: torch.Tensor) -> torch.Tensor:
+    def idle(self, model: LocalModel, zeros: torch.Tensor) -> torch.Tensor:
         return zeros
 
 
@@ -102,14 +100,14 @@ class ShardedScoring:
     def __init__(self, root: ShardedRoot) -> None:
         self._root = root
 
-    def score(self, policy: Policy, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
-        result: TensorPair = self._root.run(policy._flat_logprobs, batch, with_entropy)
+    def score(self, model: LocalModel, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
+        result: TensorPair = self._root.run(model.flat_logprobs, batch, with_entropy)
         return result
 
-    def idle(self, policy: Policy, zeros: torch.Tensor) -> torch.Tensor:
+    def idle(self, model: LocalModel, zeros: torch.Tensor) -> torch.Tensor:
         # Every process must take part in the forward's and the backward's collectives:
         # score one dummy token and keep it in the graph with weight 0.
-        pad_id = policy._pad_id
-        dummy = right_padded_batch([[pad_id]], [[pad_id]], pad_id, policy.device)
-        logprobs_n, _ = self._root.run(policy._flat_logprobs, dummy, False)
+        pad_id = model.pad_id
+        dummy = right_padded_batch([[pad_id]], [[pad_id]], pad_id, model.device)
+        logprobs_n, _ = self._root.run(model.flat_logprobs, dummy, False)
         return zeros + 0.0 * logprobs_n.sum()
