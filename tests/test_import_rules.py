@@ -1,7 +1,8 @@
-"""DESIGN.md's package boundaries, enforced: who may import whom.
+"""ARCHITECTURE.md's package boundaries, enforced: who may import whom.
 
 Checked twice: statically (every ``import`` statement in a package's source) and dynamically
-(what importing a package alone actually loads, in a fresh interpreter).
+(what importing a package alone actually loads, in a fresh interpreter). Within a package, no
+two modules import each other (the last section).
 """
 
 from __future__ import annotations

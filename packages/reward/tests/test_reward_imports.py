@@ -1,4 +1,4 @@
-"""`reward` is standard library only and imports no other cuda_agent package (DESIGN.md)."""
+"""`reward` is standard library only and imports no other cuda_agent package (ARCHITECTURE.md)."""
 
 import ast
 import sys
