@@ -107,6 +107,10 @@ class TrainConfig:
     # LoRA
     lora_rank: int = 16
     lora_alpha: int = 32
+    # recompute each decoder layer's activations in the backward instead of keeping them: about
+    # a third more compute for a fraction of the memory (on the CPU a warm-start step of 4
+    # answers held 10 GB without it; benchmarks/results/2026-12-03-cpu-memory/)
+    gradient_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         positive = ("tasks_per_step", "group_size", "micro_batch", "warmstart_batch",

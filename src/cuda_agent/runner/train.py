@@ -83,6 +83,7 @@ def train(
         device=config.device,
         lora_rank=config.lora_rank,
         lora_alpha=config.lora_alpha,
+        gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
     )
     policy = Policy.load(policy_config)
