@@ -71,7 +71,9 @@ def main() -> None:
         own = _rss(trainer)
         tree = own + sum(_rss(c) for c in children)
         at = round(time.monotonic() - started, 1)
-        timeline.append({"t": at, "stage": stage[0], "trainer_mb": own >> 20, "tree_mb": tree >> 20})
+        timeline.append(
+            {"t": at, "stage": stage[0], "trainer_mb": own >> 20, "tree_mb": tree >> 20}
+        )
         if own > peak_trainer[0]:
             peak_trainer = (own, stage[0], at)
         if tree > peak_tree[0]:
