@@ -11,6 +11,7 @@ Layout of a run directory::
     eval/<name>/       each evaluation's eval.json, eval.md, eval.png, per-task rows
     adapter/           the final adapter
     summary.json       written at the end
+    report.html        then the page a person reads (``report``), from the files above
 
 Every file a resumed run reads is replaced whole: written to a temporary name beside it,
 fsynced, then moved over the old one with ``os.replace`` (``write_text_atomic``,

@@ -1,11 +1,17 @@
 """``cuda-agent`` command line: ``cuda-agent train [options]``, ``cuda-agent solve TASK``,
-``cuda-agent eval [options]``, ``cuda-agent synth``, ``cuda-agent compare BEFORE AFTER``."""
+``cuda-agent eval [options]``, ``cuda-agent synth``, ``cuda-agent compare BEFORE AFTER``,
+``cuda-agent report DIR``.
+
+``train`` and ``eval`` end with a short table and the path of ``report.html``; with ``--json``
+they print the machine-readable summary (``summary.json``, ``eval.json``) on stdout instead,
+their progress lines and the table going to stderr."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import datetime
+import json
 import os
 import sys
 import time
@@ -14,6 +20,11 @@ from typing import Any
 
 from .config import TrainConfig, presets, read_toml
 from .solve import SolveOptions
+
+_JSON_HELP = (
+    "print the summary as JSON ({}) on stdout when done, for scripts; the progress lines "
+    "and the closing table go to stderr"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint"
     )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--json", action="store_true", help=_JSON_HELP.format("summary.json"))
     train.add_argument(
         "--stop-after",
         metavar="SECONDS",
@@ -109,10 +121,11 @@ def _parser() -> argparse.ArgumentParser:
         )
     solve.add_argument("--quiet", action="store_true", help="no live display")
     _eval_parser(sub)
-    from . import comparison, synth_command
+    from . import comparison, report, synth_command
 
     synth_command.add_parser(sub)
     comparison.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 
@@ -121,7 +134,8 @@ def _eval_parser(sub: Any) -> None:
 
     ev = sub.add_parser(
         "eval",
-        help="evaluate a model on tasks: pass rate, fast_p, pass@k (eval.json, eval.md)",
+        help="evaluate a model on tasks: pass rate, fast_p, pass@k (eval.json, eval.md, "
+        "report.html)",
     )
     help_text = {
         "tasks": "a task directory (KernelBench level directories as they are) or file, or a "
@@ -155,6 +169,7 @@ def _eval_parser(sub: Any) -> None:
             text = f"{text} (default: {field.default!r})".strip()
         ev.add_argument(flag, type=type(field.default), default=field.default, help=text)
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument("--json", action="store_true", help=_JSON_HELP.format("eval.json"))
 
 
 def _seconds(text: str) -> float:
@@ -251,14 +266,24 @@ def _eval(args: argparse.Namespace) -> int:
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EvalOptions)}
     try:
-        run_eval(EvalOptions(**values), progress=not args.quiet)
+        result = run_eval(EvalOptions(**values), progress=not args.quiet, log=_log(args.json))
     except (ModelNotAvailableError, TaskError, RemotePolicyError, ValueError) as exc:
         print(f"cuda-agent: {exc}", file=sys.stderr)
         return 2
     except EvaluationError as exc:  # what was finished is kept: the same --out resumes
         print(f"cuda-agent: {exc}; rerun with the same --out to resume", file=sys.stderr)
         return 1
+    if args.json:
+        print(json.dumps(result, indent=2))
     return 0
+
+
+def _log(to_stderr: bool) -> Any:
+    """Where a command's lines go: stdout, or stderr when stdout is kept for ``--json``
+    (through tqdm, so that a progress bar is not broken)."""
+    from tqdm import tqdm
+
+    return (lambda text: tqdm.write(text, file=sys.stderr)) if to_stderr else tqdm.write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import comparison
 
         return comparison.run(args)
+    if args.command == "report":
+        from . import report
+
+        return report.run(args)
     if args.command == "train":
         from .budget import BudgetError
         from .deadline import EX_TEMPFAIL, Deadline, DeadlineStop
@@ -308,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
 
         at = _deadline(args)
         try:
-            train(config, progress=not args.quiet, deadline=None if at is None else Deadline(at))
+            summary = train(
+                config,
+                log=_log(args.json) if args.json else print,
+                progress=not args.quiet,
+                deadline=None if at is None else Deadline(at),
+            )
         except DeadlineStop as exc:  # one line: where it stopped and how to go on
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return EX_TEMPFAIL
@@ -323,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 3
+        if args.json:
+            print(json.dumps(summary, indent=2))
     return 0
 
 

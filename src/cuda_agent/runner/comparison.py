@@ -165,7 +165,7 @@ def add_parser(sub: Any) -> None:
     """``cuda-agent compare BEFORE AFTER [--out FILE.json]``."""
     parser = sub.add_parser(
         "compare",
-        help="the paired gain of two evaluations of the same tasks, with 95% intervals",
+        help="the paired gain of two evaluations of the same tasks, with 95%% intervals",
         description="Compare two evaluations of the same tasks (eval.json files or the "
         "directories holding them, e.g. RUN/eval/heldout_warmstart and RUN/eval/heldout_after): "
         "each metric before and after, the gain and its paired bootstrap interval over tasks.",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -103,13 +104,19 @@ def load_policy(options: EvalOptions) -> tuple[Any, str]:
     return policy, name
 
 
-def run_eval(options: EvalOptions, progress: bool = True) -> dict[str, Any]:
-    """Evaluate as ``options`` say; returns the ``eval.json`` dict."""
+def run_eval(
+    options: EvalOptions, progress: bool = True, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Evaluate as ``options`` say; returns the ``eval.json`` dict. Progress lines and the
+    closing table (``report.terminal.eval_table``) go to ``log`` (default: ``tqdm.write``)."""
     from tqdm import tqdm
 
     from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 
     from .evaluate import evaluate_tasks
+    from .report.terminal import eval_table
+
+    started = time.perf_counter()
 
     if options.backend not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--backend must be cpu, cuda or auto, not {options.backend!r}")
@@ -120,9 +127,9 @@ def run_eval(options: EvalOptions, progress: bool = True) -> dict[str, Any]:
         backend=options.backend,  # type: ignore[arg-type]
         time_compile=True if options.time_compile else None,
     )
-    log = tqdm.write
+    say = log or tqdm.write
     with Sandbox(config) as sandbox:
-        log(f"evaluating {name} on {len(tasks)} tasks ({sandbox.backend}); writing {out}")
+        say(f"evaluating {name} on {len(tasks)} tasks ({sandbox.backend}); writing {out}")
         result = evaluate_tasks(
             policy,
             sandbox,
@@ -132,23 +139,11 @@ def run_eval(options: EvalOptions, progress: bool = True) -> dict[str, Any]:
             temperature=options.temperature,
             max_new_tokens=options.max_new_tokens,
             out_dir=out,
-            log=log,
+            log=say,
             seed=options.seed,
             batch=options.batch,
             model=name,
             progress=progress,
         )
-    ci = result["ci95"]
-    log(
-        f"pass@1 {_with_interval(ci['pass_at_1'])}, faster than eager "
-        f"{_with_interval(ci.get('faster_than_eager_at_1') or ci['faster_than_eager'])} "
-        f"(means over {options.samples} "
-        f"sample(s) a task; {ci['confidence']:.0%} intervals over {len(tasks)} tasks); "
-        f"pass rate {result['pass_rate']:.1%}, faster than compile "
-        f"{result['faster_than_compile']:.1%}; wrote {out / 'eval.md'}"
-    )
+    say(eval_table(result, out, time.perf_counter() - started))
     return result
-
-
-def _with_interval(interval: dict[str, float]) -> str:
-    return f"{interval['estimate']:.1%} [{interval['low']:.1%}, {interval['high']:.1%}]"

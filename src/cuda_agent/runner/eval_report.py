@@ -1,6 +1,6 @@
 """``eval.md`` (the reference system's table, the bootstrap intervals, fast_p, pass@k and a
 line per task) and ``eval.png`` (fast_p against p, vs eager and vs torch.compile) from an
-``eval.json`` dict."""
+``eval.json`` dict, then ``report.html`` (``report``) from the directory."""
 
 from __future__ import annotations
 
@@ -132,12 +132,20 @@ def chart(result: dict[str, Any], path: Path) -> None:
 
 
 def write_report(out: Path, result: dict[str, Any], log: Callable[[str], None] = print) -> None:
-    """Write ``out/eval.md`` and ``out/eval.png`` (the chart is skipped, with a note, where
-    matplotlib is not installed)."""
+    """Write ``out/eval.md``, ``out/eval.png`` (skipped, with a note, where matplotlib is not
+    installed) and ``out/report.html`` (``report``: the page with each task's kernel and
+    episodes; ``out/eval.json`` is written before)."""
     write_text_atomic(out / "eval.md", markdown(result))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         log("matplotlib is not installed: no eval.png (pip install matplotlib)")
-        return
-    chart(result, out / "eval.png")
+    else:
+        chart(result, out / "eval.png")
+    from .report import write_report as write_page
+
+    try:  # the evaluation is recorded: a failing page says so and leaves it as it is
+        write_page(out)
+    except Exception as exc:
+        log(f"report.html not written ({type(exc).__name__}: {exc}); 'cuda-agent report {out}' "
+            "retries it")  # fmt: skip

@@ -8,10 +8,13 @@ of an output directory::
     eval_config.json   the settings (a resumed evaluation must use the same ones)
     eval_tasks.jsonl   one row per finished task, appended and fsynced as each chunk finishes
     kernels/<task>.py  the best kernel of each task that had one
+    episodes/<task>.jsonl  the task's episodes turn by turn (``episode_record``: answers,
+                       verdicts, feedback; no token ids), for the report
     eval.json          the summary (``cuda_agent.reward.summary``), ``ci95`` (each metric's
                        bootstrap interval over tasks: ``comparison.eval_intervals``), per_task
                        rows and config
     eval.md, eval.png  the table and the fast_p chart (``eval_report``)
+    report.html        the page a person reads (``report``): tables, kernels, episodes
 
 An evaluation killed at any moment resumes on the same directory: the tasks already in
 ``eval_tasks.jsonl`` are skipped (a row cut short by the kill is dropped and redone).
@@ -27,7 +30,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from cuda_agent.agent import AgentConfig, Episode, SamplingParams, Turn, run_episodes
+from cuda_agent.agent import (
+    AgentConfig,
+    Episode,
+    SamplingParams,
+    Turn,
+    episode_to_json,
+    run_episodes,
+)
 from cuda_agent.kernel_sandbox import Task
 from cuda_agent.reward import summary
 
@@ -115,6 +125,9 @@ def evaluate_tasks(
                     if kernel is not None:
                         (out / "kernels").mkdir(exist_ok=True)
                         write_text_atomic(out / "kernels" / f"{task.name}.py", kernel)
+                    (out / "episodes").mkdir(exist_ok=True)
+                    records = "".join(json.dumps(episode_record(e)) + "\n" for e in mine)
+                    write_text_atomic(out / "episodes" / f"{task.name}.jsonl", records)
                     MetricsWriter(out / ROWS_FILE).write(row)  # appended, flushed, fsynced
                 done[task.name] = row
                 log(_line(row))
@@ -140,14 +153,30 @@ def _speedup_key(turn: Turn) -> tuple[float, bool, float]:
     return (turn.reward, correct, fast)
 
 
-def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], str | None]:
-    """A task's row (``cuda_agent.reward.TaskOutcome``'s fields and more) from its episodes,
-    and the source of its best kernel (None when the best turn had no code)."""
+def best_of(episodes: Sequence[Episode]) -> tuple[Episode, Turn] | None:
+    """The episode and turn of a task's best kernel over its episodes: the highest reward,
+    among equals a correct one, then the fastest against eager, then the earliest."""
     best: tuple[Episode, Turn] | None = None
     for e in episodes:
         for t in e.turns:
             if best is None or _speedup_key(t) > _speedup_key(best[1]):
                 best = (e, t)
+    return best
+
+
+def episode_record(episode: Episode) -> dict[str, Any]:
+    """``episode_to_json`` without the token ids and log-probs (what a reader of the answers
+    needs, a fraction of the size); ``episode_from_json`` reads it back."""
+    data = episode_to_json(episode)
+    for turn in data["turns"]:
+        turn.update(context_ids=[], response_ids=[], sampler_logprobs=[])
+    return data
+
+
+def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], str | None]:
+    """A task's row (``cuda_agent.reward.TaskOutcome``'s fields and more) from its episodes,
+    and the source of its best kernel (None when the best turn had no code)."""
+    best = best_of(episodes)
     samples_correct = samples_faster = 0
     for e in episodes:
         b = e.best_turn

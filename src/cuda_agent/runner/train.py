@@ -8,7 +8,8 @@ metrics owned here once.
 Every step of every stage ends with a checkpoint and a metrics line (``Run.commit_step``), so
 ``--resume`` (or the same ``--out``) continues a killed run from the last finished step. The
 resolved config is written into the run directory; the metrics go to ``metrics.jsonl`` and
-TensorBoard (``tensorboard --logdir runs/``), and PNG curves are drawn at the end.
+TensorBoard (``tensorboard --logdir runs/``), and PNG curves are drawn at the end; then
+``summary.json``, ``report.html`` (``report``) and a short table on the terminal.
 
 With a ``deadline`` (``deadline.py``) an invocation stops cleanly between two units of work
 (``DeadlineStop``) and the next one resumes: a run may span several invocations, each recorded
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import time
 from typing import Any
 
@@ -30,11 +30,13 @@ from cuda_agent.policy import Policy, PolicyConfig
 
 from .budget import resolve_budget, warmstart_examples
 from .checkpoint import load_state, replace_dir, write_json_atomic
-from .comparison import compare_files, table
+from .comparison import compare_files
 from .config import TrainConfig
 from .context import Log, Run
 from .deadline import Deadline, DeadlineStop
 from .metrics import RunMetrics, StageProgress, plot_curves
+from .report import write_report
+from .report.terminal import train_table
 from .stages import baselines, evaluation, rft, rl, value, warmstart
 from .task_sets import task_sets
 
@@ -59,7 +61,8 @@ def train(
     progress: bool = True,
     deadline: Deadline | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) a training run; returns the summary also written to summary.json.
+    """Run (or resume) a training run; returns the summary also written to summary.json,
+    writes report.html and logs the closing table (``report.terminal.train_table``).
 
     With a ``deadline`` it may stop before the run's end, raising ``DeadlineStop`` (its
     ``run_dir`` set) once everything done is committed; call again to continue."""
@@ -209,17 +212,18 @@ def train(
             got = e.get(f"{name}_{when}", {})
             for key in ("mean_reward", "pass_rate", "faster_than_eager"):
                 summary[f"{name}_{key}_{when}"] = got.get(key)
-    tables = []
     for name, _ in evals:
         # paired over the same tasks: what the whole run adds, and what RL adds to the warm start
         for first in ("before", "warmstart"):
             before, after = run_dir / "eval" / f"{name}_{first}", run_dir / "eval" / f"{name}_after"
             if (before / "eval.json").is_file() and (after / "eval.json").is_file():
-                gain = compare_files(before, after)
-                summary[f"{name}_gain_after_over_{first}"] = gain
-                tables.append(f"{name}: after over {first}, {gain['tasks']} tasks\n{table(gain)}")
+                summary[f"{name}_gain_after_over_{first}"] = compare_files(before, after)
+    summary["report"] = str(run_dir / "report.html")
     write_json_atomic(run_dir / "summary.json", summary)
-    log(json.dumps({k: v for k, v in summary.items() if "_gain_" not in k}, indent=2))
-    for text in tables:
-        log(text)
+    try:  # the run is done and recorded: a failing page says so and leaves it as it is
+        write_report(run_dir)
+    except Exception as exc:
+        log(f"report.html not written ({type(exc).__name__}: {exc}); 'cuda-agent report "
+            f"{run_dir}' retries it")  # fmt: skip
+    log(train_table(summary))
     return summary
