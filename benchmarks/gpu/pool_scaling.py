@@ -12,10 +12,12 @@ workers warm), then ``rounds`` times over the suite through ``evaluate_many``: e
 minute, and the speedup over N = 1 (issue 19's target: at least 1.8 on 2 GPUs).
 
 No two timings on one GPU at once: nothing in ``EvalResult`` says where a job was timed, so the
-parent's ``Worker`` objects are watched (the benchmark patches ``Worker._read`` and
-``Worker.run``, reading only): a candidate worker's timing phase runs from its ``timing`` phase
-message to its next message; a reference worker's torch.compile baseline (``baseline`` request)
-is timed as the whole request. Each interval is put on the device the worker was started with
+parent's ``Worker`` objects are watched (the benchmark patches ``Worker._gate`` and
+``Worker.run``, reading only): a timing runs from the parent's grant of the device's timing gate
+for writing (``_parent/gate.py``) to the worker's release of it, which holds the worker's
+whole timed section (a candidate's timing, a reference worker's torch.compile baseline). The
+``timing`` phase message is not the start: with several lanes on one device a worker announces
+its timing phase and then waits at the gate while another lane times. Each interval is put on the device the worker was started with
 (its ``CUDA_VISIBLE_DEVICES``; on the CPU backend each worker is its own "device"), and the
 intervals of one device must not overlap. On CUDA, ``nvidia-smi --query-compute-apps`` also
 says on which GPU each worker's process really holds a context (``placement``; empty where the
@@ -114,7 +116,7 @@ def watching(backend: str) -> Iterator[TimingLog]:
     from cuda_agent.kernel_sandbox._parent import pool
 
     log = TimingLog()
-    original_env, original_run, original_read = pool.Worker._env, pool.Worker.run, pool.Worker._read
+    original_env, original_run, original_gate = pool.Worker._env, pool.Worker.run, pool.Worker._gate
     original_start = pool.Worker.start
 
     def _env(self: Any) -> dict[str, str]:
@@ -133,38 +135,32 @@ def watching(backend: str) -> Iterator[TimingLog]:
             log.pids[(self.role, lane_of(self))] = self.proc.pid
 
     def run(self: Any, job: dict[str, Any], on_check: Any = None) -> dict[str, Any]:
-        self._watched_task = str(job.get("task_name", ""))
-        if self.role == "reference" and job.get("kind") == "baseline":
-            log.opened(self, "baseline", "")
-            try:
-                return original_run(self, job, on_check)
-            finally:
-                log.closed(self)
+        self._watched_job = (str(job.get("kind", "")), str(job.get("task_name", "")))
         try:
             return original_run(self, job, on_check)
         finally:
-            log.closed(self)  # a job that died inside its timing phase
+            log.closed(self)  # a job that died inside its timed section
 
-    def _read(self: Any, deadline: float, phase: str) -> dict[str, Any]:
-        message = original_read(self, deadline, phase)
-        if self.role == "candidate":
-            if message.get("type") in ("phase", "result"):
-                log.closed(self)
-            if message.get("type") == "phase" and message.get("phase") == "timing":
-                log.opened(self, "timing", getattr(self, "_watched_task", ""))
-        return message
+    def _gate(self: Any, mode: Any) -> float:
+        if mode != "write":
+            log.closed(self)  # the lane let go of the gate (or moved to a reader's hold)
+        waited = original_gate(self, mode)
+        if mode == "write":  # held alone from here until the worker lets go
+            kind, task = getattr(self, "_watched_job", ("", ""))
+            log.opened(self, "baseline" if kind == "baseline" else "timing", task)
+        return waited
 
     pool.Worker._env = _env  # type: ignore[method-assign]
     pool.Worker.start = start  # type: ignore[method-assign]
     pool.Worker.run = run  # type: ignore[method-assign]
-    pool.Worker._read = _read  # type: ignore[method-assign]
+    pool.Worker._gate = _gate  # type: ignore[method-assign]
     try:
         yield log
     finally:
         pool.Worker._env = original_env  # type: ignore[method-assign]
         pool.Worker.start = original_start  # type: ignore[method-assign]
         pool.Worker.run = original_run  # type: ignore[method-assign]
-        pool.Worker._read = original_read  # type: ignore[method-assign]
+        pool.Worker._gate = original_gate  # type: ignore[method-assign]
 
 
 def gpu_placement(pids: dict[tuple[str, int], int]) -> dict[str, Any]:
