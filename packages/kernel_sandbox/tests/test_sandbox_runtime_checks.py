@@ -180,6 +180,11 @@ def test_compute_outside_the_launched_kernels_is_rejected(unchecked, relu):
     result = unchecked.evaluate(relu, decoy)
     assert result.status == "rejected" and "compute_outside_kernels" in result.flags
     assert "outside its kernels" in result.message
+    # Untimed (no speed claimed), the split is reported, not judged.
+    untimed = unchecked.evaluate(relu, decoy, measure_time=False)
+    assert untimed.status == "ok", untimed.message
+    split = untimed.extra["host_time_split"]
+    assert split["outside_s"] > split["limit_s"]
     honest = unchecked.evaluate(relu, _candidate(HONEST))
     assert honest.status == "ok", honest.message
     split = honest.extra["host_time_split"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure
 
 from .config import INPUT_DISTRIBUTIONS
 from .result import EvalResult
@@ -124,9 +125,18 @@ def _above_visible_cases(task: Task, backend: str, names: Sequence[str] | None) 
     return [every, *alone]
 
 
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions inside ``group`` and its nested groups."""
+    found: list[BaseException] = []
+    for e in group.exceptions:
+        found.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return found
+
+
 class _CaseFailed(Exception):
     def __init__(self, case: Case, result: EvalResult) -> None:
-        super().__init__(f"{case}: {result.status}")
+        flags = f" [{', '.join(result.flags)}]" if result.flags else ""
+        super().__init__(f"{case}: {result.status}{flags}: {result.message[:500]}")
         self.case = case
         self.result = result
 
@@ -155,7 +165,8 @@ def check_candidate(
     up to the visible ones times ``max_scale``) and a failure is shrunk (``found_by ==
     "drawn"``); a failure above the visible sizes that no drawn case reproduces is reported last,
     unflagged. Every evaluation guards the candidate's tensors, so a write out of their bounds
-    fails a case as ``out_of_bounds_write``.
+    fails a case as ``out_of_bounds_write``. A case that fails once and passes when replayed
+    (a race) is still a failure, its verdict flagged ``flaky``.
 
     Deterministic for a given ``seed`` (no example database is read or written).
     """
@@ -213,6 +224,15 @@ def check_candidate(
         hypothesis_seed(seed)(holds)()
     except _CaseFailed as failure:
         return PropertyReport(False, evaluated, failure.case, failure.result, "drawn", above_case)
+    except FlakyFailure as flaky:
+        # A case failed once and passed when hypothesis replayed it: a race or a read of memory
+        # the kernel did not write. Still a failure; the verdict is flagged ``flaky``.
+        failures = [e for e in _leaves(flaky) if isinstance(e, _CaseFailed)]
+        if not failures:
+            raise
+        failure = failures[0]
+        flagged = replace(failure.result, flags=(*failure.result.flags, "flaky"))
+        return PropertyReport(False, evaluated, failure.case, flagged, "drawn", above_case)
     if above is not None and not above[1].correct:
         return PropertyReport(False, evaluated, above[0], above[1], "above_visible", above_case)
     return PropertyReport(True, evaluated, above_visible=above_case)

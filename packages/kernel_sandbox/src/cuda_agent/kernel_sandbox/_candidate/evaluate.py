@@ -250,7 +250,13 @@ def _check_config(task, candidate, trial: Trials, index: int, step: Check) -> No
 
 def _judge_decoys(trial: Trials, model_new, inputs, cfg: JobConfig, extra: dict[str, Any]) -> None:
     """A kernel launched for show while the answer is computed elsewhere (``_candidate.decoys``): on a
-    GPU, by kernels that are not its own; on either backend, on the host."""
+    GPU, by kernels that are not its own; on either backend, on the host.
+
+    The host-time verdict is given only in a timed evaluation: it guards a speed claim, at the
+    task's own sizes. An untimed one (property checks at drawn sizes, often a few elements)
+    reports the split without judging it: there an honest forward is nearly all interpreter
+    overhead, which load inflates (an honest ``relu`` at 4 elements spent 0.31 ms outside its
+    kernels on the loaded 2-core CI machine, and was rejected)."""
     own_device_s = 0.0  # the candidate's own kernels' device time: its launches' work
     if trial.device.type == "cuda":
         shares = _decoys.device_time_shares(
@@ -268,7 +274,7 @@ def _judge_decoys(trial: Trials, model_new, inputs, cfg: JobConfig, extra: dict[
     )
     extra["host_time_split"] = report
     extra["kernel_seconds_by_name"] = launch.kernel_seconds_by_name()
-    if message:
+    if message and cfg.measure_time:
         raise Verdict("rejected", message, flags=["compute_outside_kernels"])
 
 
