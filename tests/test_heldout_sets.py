@@ -53,6 +53,19 @@ def test_no_training_task_is_as_similar_as_the_decontamination_threshold() -> No
     assert worst[0] < 0.9, worst
 
 
+def test_a_named_set_and_a_count_is_its_first_tasks_in_order() -> None:
+    first = load_set("heldout-compositions:6")
+    assert [t.name for t in first] == [t.name for t in HELDOUT_COMPOSITIONS.tasks()[:6]]
+    both = eval_tasks_from("heldout-ops+heldout-compositions:2")
+    assert [t.name for t in both] == [
+        *(t.name for t in load_set("heldout-ops")),
+        *(t.name for t in first[:2]),
+    ]
+    for bad in ("heldout-ops:0", "heldout-ops:two"):
+        with pytest.raises(ValueError, match="first N tasks"):
+            load_set(bad)
+
+
 def test_the_named_sets_load_where_train_and_eval_take_them() -> None:
     ops = load_set("heldout-ops")
     assert sorted(t.name for t in ops) == sorted(HELDOUT)

@@ -15,6 +15,9 @@ named set, several joined by ``+``:
   combinations no training set has: ``data.load_embedded("heldout_compositions")``) and
   ``kernelbench-l1-subset`` (``kernelbench_subset.L1_SUBSET`` from a KernelBench checkout).
 
+A named set followed by ``:N`` is its first N tasks, in the set's own order (a fixed subset:
+``heldout-compositions:6``; the CPU default evaluates it beside ``heldout-ops``).
+
 A task in both sets, by name or by source, is refused.
 """
 
@@ -58,6 +61,11 @@ def load_set(source: str, kernelbench: str = "") -> list[Task]:
     loads from (empty: ``$CUDA_AGENT_KERNELBENCH``)."""
     if "+" in source:
         return [task for part in source.split("+") for task in load_set(part, kernelbench)]
+    name, colon, count = source.rpartition(":")
+    if colon and name in (*TRAINING_SETS, *EVAL_SETS):
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{source}: a set's subset is its first N tasks, N a positive integer")
+        return load_set(name, kernelbench)[: int(count)]
     if source == "builtin":
         return builtin_tasks()
     if source == "starter":
