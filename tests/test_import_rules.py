@@ -21,7 +21,7 @@ ALLOWED_OURS: dict[str, set[str]] = {
     "kernel_sandbox": set(),
     "reward": set(),
     "rl_core": set(),
-    "policy": set(),
+    "policy": {"rl_core"},  # the entropy of its chunked logits is rl_core's
     "agent": {"kernel_sandbox", "reward"},
     "data": {"kernel_sandbox"},
     "runner": set(PACKAGES),

@@ -1,4 +1,5 @@
-"""The policy package stands alone: it imports no other cuda_agent package."""
+"""The policy package stands almost alone: of the other cuda_agent packages it imports rl_core
+only (pure tensor math, torch alone: the entropy of its chunked logits is rl_core's formula)."""
 
 from __future__ import annotations
 
@@ -19,4 +20,6 @@ def test_no_other_cuda_agent_package_is_imported() -> None:
                 names = [node.module]
             for name in names:
                 if name.split(".")[0] == "cuda_agent":
-                    assert name.startswith("cuda_agent.policy"), f"{file.name} imports {name}"
+                    assert name.startswith(("cuda_agent.policy", "cuda_agent.rl_core")), (
+                        f"{file.name} imports {name}"
+                    )

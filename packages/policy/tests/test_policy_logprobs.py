@@ -177,3 +177,25 @@ def test_a_bf16_lora_policy_trains_in_mixed_precision(
     # A model that keeps some modules in float32 on purpose is left alone.
     policy._hf_model._keep_in_fp32_modules = ["lm_head"]
     assert isinstance(scoring.adapter_autocast(policy._hf_model), type(nullcontext()))
+
+
+def test_scoring_entropy_is_rl_cores_and_survives_a_banned_token() -> None:
+    """The entropy scoring returns is rl_core's formula (its one home), chunked and under
+    checkpointing: a head that bans a token (logit -inf) gives a finite entropy and gradient."""
+    from cuda_agent.rl_core import entropy_from_logits
+
+    torch.manual_seed(0)
+    weight = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    banned = torch.tensor([0.0, -torch.inf, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+
+    def head(h: torch.Tensor) -> torch.Tensor:
+        return h @ weight.T + banned
+
+    hidden = torch.randn(5, 4, dtype=torch.float64)
+    targets = torch.tensor([0, 2, 3, 4, 5])
+    logprobs, entropy = scoring.logprobs_from_hidden(head, hidden, targets, 6, with_entropy=True)
+    torch.testing.assert_close(entropy, entropy_from_logits(head(hidden)).float())
+    expected = torch.log_softmax(head(hidden), -1).gather(-1, targets[:, None]).squeeze(-1)
+    torch.testing.assert_close(logprobs, expected.float())
+    (grad,) = torch.autograd.grad(entropy.sum(), weight)
+    assert bool(torch.isfinite(grad).all())

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from cuda_agent.rl_core import entropy_from_logits
+
 # Upper bound on the number of fp32 logits materialised at once (per chunk): 2**26 floats =
 # 256 MiB. A chunk holds max(1, _LOGIT_CHUNK_ELEMENTS // vocab_size) response tokens.
 _LOGIT_CHUNK_ELEMENTS = 2**26
@@ -164,15 +166,12 @@ def _chunk_logprobs_and_entropy(
     targets_n: torch.Tensor,
     with_entropy: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(target) = logit[target] - logsumexp(logits); H = logsumexp(logits) - sum(p * logits)."""
+    """log p(target) = logit[target] - logsumexp(logits); the entropy is rl_core's
+    ``entropy_from_logits`` (its one home: exact for -inf logits too)."""
     logits_nv = head(hidden_nh).float()
     log_normaliser_n = torch.logsumexp(logits_nv, dim=-1)
     logprobs_n = logits_nv.gather(-1, targets_n[:, None]).squeeze(-1) - log_normaliser_n
-    if with_entropy:
-        probs_nv = torch.softmax(logits_nv, dim=-1)
-        entropy_n = log_normaliser_n - (probs_nv * logits_nv).sum(-1)
-    else:
-        entropy_n = torch.zeros_like(logprobs_n)
+    entropy_n = entropy_from_logits(logits_nv) if with_entropy else torch.zeros_like(logprobs_n)
     return logprobs_n, entropy_n
 
 
