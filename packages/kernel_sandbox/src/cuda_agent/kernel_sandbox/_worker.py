@@ -166,7 +166,8 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    home = Path(tempfile.mkdtemp(prefix="cuda-agent-worker-"))
+    given = os.environ.get("CUDA_AGENT_HOME")  # made (and removed) by the parent's Worker
+    home = Path(given) if given else Path(tempfile.mkdtemp(prefix="cuda-agent-worker-"))
     _redirect_output(home / "startup.log")
     threads = int(os.environ.get("CUDA_AGENT_THREADS", "1"))
     # torch.compile's inductor builds in a pool of one process per CPU by default: with one

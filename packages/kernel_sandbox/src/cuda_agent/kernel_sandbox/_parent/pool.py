@@ -10,9 +10,11 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -66,6 +68,7 @@ class Worker:
         # and the lane's name ("device.number") for traces.
         self.gate: LaneHold | None = None
         self.lane = ""
+        self.home = ""  # the running worker's home directory (``start``)
 
     # ------------------------------------------------------------------------- lifecycle
     def _env(self) -> dict[str, str]:
@@ -117,12 +120,16 @@ class Worker:
         return env
 
     def start(self) -> None:
+        # The worker's home (its working and temporary files) is made and removed here: a
+        # worker is killed, never asked to exit, so it cannot remove its own.
+        self.home = tempfile.mkdtemp(prefix="cuda-agent-worker-")
+        env = {**self._env(), "CUDA_AGENT_HOME": self.home}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=self._env(),
+            env=env,
             start_new_session=True,
             pass_fds=self.pass_fds,
         )
@@ -140,17 +147,19 @@ class Worker:
         self.identity = {"torch": str(message.get("torch")), "device": str(message.get("device"))}
 
     def kill(self) -> None:
-        """Kill the worker's whole process group and reap it."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
-        self.proc = None
+        """Kill the worker's whole process group, reap it and remove its home."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    stream.close()
+            self.proc = None
+        if self.home:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = ""
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -236,7 +245,7 @@ class Worker:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     code = self.proc.wait(timeout=10)
-                    self.proc = None
+                    self.kill()  # what it left running, and its home
                     raise WorkerDied(_describe_exit(code))
                 self._buffer += chunk
                 if len(self._buffer) > 16 << 20:
