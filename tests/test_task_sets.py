@@ -72,3 +72,13 @@ def test_the_h200_preset_teaches_every_training_task_a_compact_cuda_kernel_and_h
     assert not {t.source for t in train} & {t.source for t in heldout}
     for t in train:
         assert warmstart_solution(t, "cuda", "compact") == t.compact_solutions["cuda"], t.name
+
+
+def test_the_cpu_default_evaluates_a_fixed_subset_of_both_heldout_sets():
+    from cuda_agent.data import load_embedded
+    from cuda_agent.runner.config import read_toml
+
+    train, heldout = task_sets(TrainConfig(**read_toml("cpu-default")))
+    compositions = [t.name for t in load_embedded("heldout_compositions").tasks()[:6]]
+    assert [t.name for t in heldout] == [*sorted(HELDOUT), *compositions]
+    assert not {t.source for t in train} & {t.source for t in heldout}
