@@ -22,7 +22,7 @@ ALLOWED_OURS: dict[str, set[str]] = {
     "reward": set(),
     "rl_core": set(),
     "policy": {"rl_core"},  # the entropy of its chunked logits is rl_core's
-    "agent": {"kernel_sandbox", "reward"},
+    "agent": {"kernel_sandbox", "reward", "rl_core"},
     "data": {"kernel_sandbox"},
     "runner": set(PACKAGES),
 }

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cuda_agent.rl_core import spread_turns_to_tokens
+
 from .episode import Episode
 
 
@@ -82,12 +84,13 @@ class EpisodeBatch:
 
     def per_row(self, values_ek: torch.Tensor) -> torch.Tensor:
         """Per-episode, per-turn values ``[E, K]`` on each row's tokens ``[B, T]`` (0 outside
-        the loss mask): a turn's advantage or return on every token of that turn."""
-        turn_bt = self.turn_bt.to(values_ek.device)
-        mask_bt = self.loss_mask_bt.to(values_ek.device)
-        rows_bk = values_ek[self.episode_of_row.to(values_ek.device)]
-        safe_bt = turn_bt.clamp(min=0)
-        return torch.where(mask_bt, rows_bk.gather(-1, safe_bt), 0)
+        the loss mask): a turn's advantage or return on every token of that turn
+        (``rl_core.spread_turns_to_tokens`` over each row's episode; detached)."""
+        device = values_ek.device
+        rows_bk = values_ek[self.episode_of_row.to(device)]
+        return spread_turns_to_tokens(
+            rows_bk, self.turn_bt.to(device), self.loss_mask_bt.to(device)
+        )
 
     def select(self, rows: Sequence[int]) -> EpisodeBatch:
         return EpisodeBatch(

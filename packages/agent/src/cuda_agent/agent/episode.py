@@ -10,7 +10,9 @@ Views for training (``sequences``): in ``full`` history one sequence per episode
 and answers of every turn back to back (exactly the tokens the sampler saw and produced); in
 ``last_k`` history one sequence per turn, its own prompt and its answer. In each, ``loss_mask``
 is 1 on tokens the policy generated and 0 on everything else, and ``turn_index`` numbers the
-turns on kept tokens and is -1 elsewhere (``rl_core.turn_index_from_loss_mask``'s convention).
+turns on kept tokens and is -1 elsewhere: ``rl_core.turn_index_from_loss_mask`` of the mask (each
+run of generated tokens is a turn; the agent always puts a turn's context, the feedback or its
+prompt, between two answers, and an answer holds at least one token).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import torch
+
 from cuda_agent.kernel_sandbox import EvalResult
+from cuda_agent.rl_core import turn_index_from_loss_mask
 
 History = Literal["full", "last_k"]
 
@@ -110,17 +115,15 @@ class Episode:
 def _sequence(turns: tuple[Turn, ...]) -> TrainingSequence:
     ids: list[int] = []
     mask: list[int] = []
-    index: list[int] = []
     logprobs: list[float] = []
-    for k, turn in enumerate(turns):
+    for turn in turns:
         ids += turn.context_ids
         mask += [0] * len(turn.context_ids)
-        index += [-1] * len(turn.context_ids)
         logprobs += [0.0] * len(turn.context_ids)
         ids += turn.response_ids
         mask += [1] * len(turn.response_ids)
-        index += [k] * len(turn.response_ids)
         logprobs += turn.sampler_logprobs
+    index = turn_index_from_loss_mask(torch.tensor(mask, dtype=torch.bool)).tolist()
     return TrainingSequence(ids, mask, index, logprobs, [t.reward for t in turns])
 
 
