@@ -66,14 +66,14 @@ def main() -> None:
             made.append(Episode(f"t{group}", group, "full", (turn,), "max_turns"))
         return made
 
-    free = TrainConfig(micro_batch=1, guard_max_ratio=float("inf"), guard_min_ess=0.0)
-    record = update(policy, optimizer, collate(episodes(0.0)), free, "grpo", log=lambda _m: None)
+    free = TrainConfig(
+        micro_batch=1, guard_max_ratio=float("inf"), guard_min_ess=0.0
+    ).update_config()
+    record = update(policy, optimizer, collate(episodes(0.0)), free, log=lambda _m: None)
     weights = _lora_weights(policy)
-    guarded = TrainConfig(micro_batch=1, guard_max_ratio=20.0, guard_min_ess=0.0)
+    guarded = TrainConfig(micro_batch=1, guard_max_ratio=20.0, guard_min_ess=0.0).update_config()
     shift = 5.0 if rank == 1 else 0.0
-    skipped = update(
-        policy, optimizer, collate(episodes(shift)), guarded, "grpo", log=lambda _m: None
-    )
+    skipped = update(policy, optimizer, collate(episodes(shift)), guarded, log=lambda _m: None)
     if rank == 0:
         report = {
             "world": world,

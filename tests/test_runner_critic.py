@@ -92,7 +92,9 @@ def test_the_critic_trains_its_adapter_and_head_in_a_continuing_and_a_resumed_pr
     # A process that runs the stages in order: an RL warm-up step with the KL penalty first.
     continuing = _process(tmp_path)
     warmup = continuing.optimizer("rl_warmup", CONFIG.lr)
-    assert update(continuing.policy, warmup, batch, CONFIG, "grpo")["updates"] == 1
+    assert (
+        update(continuing.policy, warmup, batch, CONFIG.update_config("rl_warmup"))["updates"] == 1
+    )
     continuing.finish_stage("rl_warmup")
     continuing.optimizer(value.STAGE, CONFIG.value_lr, critic=True)  # the one value.run uses
     in_value = _names(continuing, value.STAGE)
@@ -120,7 +122,12 @@ def test_the_critic_trains_its_adapter_and_head_in_a_continuing_and_a_resumed_pr
     assert _names(resumed, "rl-critic") == in_value
     adapter = _value_adapter(resumed)
     record = update(
-        resumed.policy, policy_optimizer, batch, CONFIG, "gae", resumed.critic(), critic_optimizer
+        resumed.policy,
+        policy_optimizer,
+        batch,
+        CONFIG.update_config("rl"),
+        resumed.critic(),
+        critic_optimizer,
     )
     assert record["updates"] == 1
     assert len(_changed(adapter, _value_adapter(resumed))) == len(adapter)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from cuda_agent.agent import Episode, Turn, collate
 from cuda_agent.rl_core import aggregation_counts
 from cuda_agent.runner import loss as L
+from cuda_agent.runner.update_config import GaeAdvantage, GroupAdvantage, LossConfig
 
 
 def _turn(index, context, response, reward):
@@ -44,7 +45,7 @@ def test_policy_loss_by_hand_with_truncated_importance_weights():
     adv = torch.tensor([[1.0, 2.0]])
     mask = torch.ones(1, 2, dtype=torch.bool)
     total = aggregation_counts(mask)
-    loss, stats = L.policy_loss(logp, old, sampler, adv, mask, total, L.LossSettings())
+    loss, stats = L.policy_loss(logp, old, sampler, adv, mask, total, LossConfig())
     # ratio 1: loss_t = -w_t * A_t = [-1, -1]; token mean -1; d/dlogp_t = -w_t A_t / 2
     assert loss.item() == pytest.approx(-1.0)
     loss.backward()
@@ -56,7 +57,7 @@ def test_a_ratio_past_the_clip_gets_no_gradient_and_kl_adds_k3():
     old = torch.zeros(1, 2)
     logp = torch.tensor([[math.log(1.5), 0.0]]).requires_grad_()  # ratio 1.5 > 1 + 0.28
     mask = torch.ones(1, 2, dtype=torch.bool)
-    s = L.LossSettings(kl_coef=0.5)
+    s = LossConfig(kl_coef=0.5)
     ref = torch.tensor([[0.0, math.log(0.5)]])
     loss, stats = L.policy_loss(
         logp, old, old, torch.ones(1, 2), mask, aggregation_counts(mask), s, ref
@@ -71,7 +72,7 @@ def test_a_ratio_past_the_clip_gets_no_gradient_and_kl_adds_k3():
 
 def test_group_advantages_credit_later_turns_and_compare_against_the_group():
     batch = collate([_episode(0, [0.0, 2.0]), _episode(0, [1.0]), _episode(1, [3.0])])
-    s = L.LossSettings(advantage="dr_grpo", turn_discount=0.4)
+    s = GroupAdvantage(kind="dr_grpo", turn_discount=0.4)
     adv = L.group_advantages(batch, s)
     mean = (0.8 + 2.0 + 1.0) / 3  # returns: [0 + 0.4 * 2, 2] and [1]
     torch.testing.assert_close(adv[0], torch.tensor([0.8 - mean, 2.0 - mean]))
@@ -85,7 +86,7 @@ def test_group_advantages_credit_later_turns_and_compare_against_the_group():
 def test_gae_over_turns_with_the_critic_by_hand():
     batch = collate([_episode(0, [0.5, 2.0])])  # response: [10, 20, 3, 11, 21], mask 1 1 0 1 1
     values = torch.zeros(1, batch.width)
-    out = L.gae(batch, values, L.LossSettings(gamma=1.0, lam=0.95))
+    out = L.gae(batch, values, GaeAdvantage(lam=0.95))
     # rewards on turn ends: [0, 0.5, -, 0, 2]; A_4 = 2, A_3 = 0.95 * 2, A_1 = 0.5 + 0.95 A_3,
     # A_0 = 0.95 A_1; masked-out position 2 gets 0
     a3 = 0.95 * 2
@@ -97,7 +98,7 @@ def test_gae_over_turns_with_the_critic_by_hand():
 def test_critic_loss_clips_a_value_that_moved_too_far():
     values = torch.tensor([[1.0]], requires_grad=True)
     mask = torch.ones(1, 1, dtype=torch.bool)
-    s = L.LossSettings(value_clip=0.2)
+    s = GaeAdvantage(value_clip=0.2)
     loss = L.critic_loss(
         values, torch.tensor([[0.0]]), torch.tensor([[0.5]]), mask, aggregation_counts(mask), s
     )
@@ -122,7 +123,7 @@ def test_micro_batches_do_not_change_the_update(lengths, split, mode, seed):
     base = -torch.rand(len(lengths), width, generator=gen)
     sampler = base - 0.1 * torch.rand(len(lengths), width, generator=gen)
     adv = torch.randn(len(lengths), width, generator=gen)
-    s = L.LossSettings(aggregation=mode, max_tokens=8, kl_coef=0.1)
+    s = LossConfig(aggregation=mode, max_tokens=8, kl_coef=0.1)
     ref = base - 0.2
     total = aggregation_counts(mask)
 

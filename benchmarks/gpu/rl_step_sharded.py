@@ -149,7 +149,7 @@ def main() -> None:
                 episodes.append(Episode(f"r{rank}p{g}", g, "full", (turn,), "max_turns"))
         batch = collate(episodes)
         t2 = time.perf_counter()
-        record = update(policy, optimizer, batch, train, "grpo", log=lambda _m: None)
+        record = update(policy, optimizer, batch, train.update_config(), log=lambda _m: None)
         sync()
         t3 = time.perf_counter()
         return {

@@ -160,7 +160,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 episodes.append(Episode(f"p{g}", g, "full", (turn,), "max_turns"))
         batch = collate(episodes)
         t2 = time.perf_counter()
-        record = update(policy, optimizer, batch, config, "grpo", log=lambda _m: None)
+        record = update(policy, optimizer, batch, config.update_config(), log=lambda _m: None)
         _sync(args.device)
         t3 = time.perf_counter()
         tokens = sum(len(s.prompt_ids) + len(s.response_ids) for g in groups for s in g)
@@ -267,7 +267,7 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
             episodes.append(Episode(tasks[i].name, i, "full", (turn,), "max_turns"))
         batch = collate(episodes)
         u0 = time.perf_counter()
-        update(policy, optimizer, batch, config, "grpo", log=lambda _m: None)
+        update(policy, optimizer, batch, config.update_config(), log=lambda _m: None)
         _sync(args.device)
         end = time.perf_counter()
         busy = sum(r.wall_seconds for r in verdicts) / slots

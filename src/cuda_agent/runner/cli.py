@@ -232,14 +232,14 @@ def _boolean(text: str) -> bool:
 
 def _config(args: argparse.Namespace) -> TrainConfig:
     """Defaults, then each preset in order, then the flags given; raises ValueError."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # checked by name and type (read_toml, argparse), then by value
     for preset in args.preset or ["cpu-default"]:
         values.update(read_toml(preset))
     for field in dataclasses.fields(TrainConfig):
         given = getattr(args, field.name)
         if given is not None:
             values[field.name] = given
-    return TrainConfig(**values)  # type: ignore[arg-type]
+    return TrainConfig(**values)
 
 
 def _solve(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 Each process holds its own share of the batch. A sharded policy (FSDP2) gathers weights in
 every forward and reduces gradients in every backward, and the optimizer step reduces the
 gradient norm, so every process must run the same number of each, and all of them must decide
-alike whether to step. `update` asks this module:
+alike whether to step. Every micro-batch loop of the trainer is ``micro_batches`` (the update's, the supervised
+steps', the critic's), and the losses ask this module:
 - how many micro-batches the largest share needs (the others run empty ones, which take part
   in the collectives and add nothing),
 - the batch's denominators over all processes (its kept tokens and sequences), and
@@ -21,9 +22,11 @@ With one process every function here returns its input.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
+
+from cuda_agent.rl_core import AggregationCounts
 
 
 def world_size() -> int:
@@ -58,3 +61,37 @@ def largest(values: Sequence[int], device: torch.device) -> list[int]:
 def anyone(flag: bool, device: torch.device) -> bool:
     """True when ``flag`` is true on any process."""
     return largest([int(flag)], device)[0] > 0
+
+
+def chunks(items: Sequence[int], size: int) -> list[list[int]]:
+    """``items`` in consecutive parts of ``size`` (the last one shorter)."""
+    items = list(items)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def padded(groups: list[list[int]], device: torch.device) -> list[list[int]]:
+    """``groups``, then empty ones up to the largest count of any process."""
+    want = largest([len(groups)], device)[0]
+    return groups + [[] for _ in range(want - len(groups))]
+
+
+def micro_batches(
+    rows: Sequence[int], size: int, device: torch.device, idle: Callable[[], object]
+) -> Iterator[list[int]]:
+    """The trainer's one micro-batch loop: ``rows`` in parts of ``size``, as many parts on every
+    process. Where another process has more, ``idle()`` runs in place of a part (a forward on
+    nothing and, with gradients, its zero backward: a sharded model's collectives need every
+    process) and nothing is yielded."""
+    for part in padded(chunks(rows, size), device):
+        if part:
+            yield part
+        else:
+            idle()
+
+
+def global_counts(local: AggregationCounts, device: torch.device) -> AggregationCounts:
+    """The denominators over every process's share (``local`` itself with one process)."""
+    if world_size() == 1:
+        return local
+    tokens, sequences = total([float(local.num_tokens), float(local.num_sequences)], device)
+    return AggregationCounts(torch.tensor(int(tokens)), torch.tensor(int(sequences)))

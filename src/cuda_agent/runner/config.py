@@ -8,11 +8,14 @@ import tomllib
 from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from cuda_agent.agent.episode import History
 from cuda_agent.rl_core import AggregationMode
 
-from .loss import ADVANTAGES
+from . import update_config as U
+
+Backend = Literal["auto", "cpu", "cuda"]  # kernel_sandbox.SandboxConfig's
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class TrainConfig:
 
     out: str = ""  # empty = runs/<timestamp>
     model: str = "smollm2-135m-gguf"
-    backend: str = "auto"  # sandbox backend: auto | cpu | cuda
+    backend: Backend = "auto"  # sandbox backend
     # sandbox lanes per GPU (on the CPU backend, of the host): several check candidates at
     # once while timing stays alone on its device (0 = auto: from the cores and memory)
     lanes_per_gpu: int = 0
@@ -62,7 +65,7 @@ class TrainConfig:
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 4
     # which reference solution the warm start teaches: compact (where a task has one) | primary
-    warmstart_solutions: str = "compact"
+    warmstart_solutions: Literal["compact", "primary"] = "compact"
     # shared by the RL stages
     tasks_per_step: int = 3
     group_size: int = 4
@@ -73,13 +76,13 @@ class TrainConfig:
     eps_low: float = 0.2
     eps_high: float = 0.28
     max_grad_norm: float = 1.0
-    aggregation: str = "token-mean"  # rl_core.aggregate_loss mode
+    aggregation: AggregationMode = "token-mean"  # rl_core.aggregate_loss mode
     tis_max_weight: float = 2.0  # truncated importance weights against the sampler's log-probs
     kl_coef: float = 0.0  # k3 KL to the base model (0: off)
     updates_per_batch: int = 1  # optimizer steps per rollout batch (PPO mini-batches)
     # single-turn RL warm-up
     rl_warmup_steps: int = 0
-    rl_warmup_advantage: str = "grpo"
+    rl_warmup_advantage: U.GroupKind = "grpo"
     # trajectory collection and rejection fine-tuning
     rft_tasks: int = 0  # training tasks whose episodes are collected (0: stage off)
     rft_samples: int = 2
@@ -94,8 +97,8 @@ class TrainConfig:
     steps: int = 2
     lr: float = 2e-5
     turns: int = 1
-    history: str = "full"
-    advantage: str = "grpo"  # grpo | dr_grpo | rloo | gae (PPO with the critic)
+    history: History = "full"
+    advantage: U.AdvantageKind = "grpo"  # the group kinds, or gae (PPO with the critic)
     turn_discount: float = 0.4  # credit across turns of the group advantages (Kevin's 0.4)
     gae_lambda: float = 0.95
     value_clip: float = 0.2
@@ -103,7 +106,7 @@ class TrainConfig:
     guard_max_ratio: float = 20.0  # largest trainer / sampler importance ratio
     guard_min_ess: float = 0.2  # effective sample size of the ratios
     guard_min_entropy: float = 0.0  # mean token entropy (0: unchecked)
-    guard_action: str = "skip"
+    guard_action: U.GuardAction = "skip"
     # LoRA
     lora_rank: int = 16
     lora_alpha: int = 32
@@ -125,16 +128,7 @@ class TrainConfig:
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
-        choices = {
-            "warmstart_solutions": ("compact", "primary"),
-            "backend": ("auto", "cpu", "cuda"),
-            "history": ("full", "last_k"),
-            "advantage": ADVANTAGES,
-            "rl_warmup_advantage": ("grpo", "dr_grpo", "rloo"),
-            "aggregation": get_args(AggregationMode),
-            "guard_action": ("skip", "stop"),
-        }
-        for name, allowed in choices.items():
+        for name, allowed in _choices().items():
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
@@ -156,12 +150,24 @@ class TrainConfig:
                 "--ray-sandbox-workers and --ray-rollout-workers need --ray-address "
                 "('auto' for the running cluster, 'local' for a new one here)"
             )
-        if self.advantage == "gae" and self.history != "full":
+        if self.update_config("rl").advantage.needs_critic and self.history != "full":
             raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")
+
+    def update_config(self, stage: U.RLStage = "rl") -> U.UpdateConfig:
+        """The RL update of ``stage`` (``rl`` or ``rl_warmup``) as one typed value."""
+        return U.update_config(self, stage)
+
+    @property
+    def critic(self) -> U.GaeAdvantage:
+        """The critic's settings: GAE's in the rl stage, and the value stage's."""
+        advantage: U.GaeAdvantage = U.build(U.GaeAdvantage, self)
+        return advantage
 
     @property
     def needs_critic(self) -> bool:
-        return self.value_steps > 0 or (self.steps > 0 and self.advantage == "gae")
+        return self.value_steps > 0 or (
+            self.steps > 0 and self.update_config("rl").advantage.needs_critic
+        )
 
     def out_dir(self) -> Path:
         return Path(self.out or time.strftime("runs/%Y%m%d-%H%M%S"))
@@ -176,6 +182,16 @@ class TrainConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _choices() -> dict[str, tuple[str, ...]]:
+    """The allowed values of each ``Literal`` field, read from its annotation."""
+    hints = get_type_hints(TrainConfig)
+    return {
+        f.name: get_args(hints[f.name])
+        for f in fields(TrainConfig)
+        if get_origin(hints[f.name]) is Literal
+    }
+
+
 def presets() -> list[str]:
     """Names of the shipped presets (``cuda_agent/runner/presets/<name>.toml``)."""
     root = resources.files("cuda_agent.runner") / "presets"
@@ -187,8 +203,10 @@ def read_toml(source: str) -> dict[str, Any]:
 
     A file holds ``field = value`` lines (the option names with ``_``), optionally under a
     ``[train]`` table, or under a stage's table whose name prefixes them (``[rft] steps = 2``
-    is ``rft_steps``; ``[rl]`` holds the multi-turn RL options without a prefix). Unknown
-    names are refused with the list of known ones.
+    is ``rft_steps``; ``[rl]`` holds the multi-turn RL options without a prefix). The RL
+    update may also be written as the tables of its typed value, ``[rl.advantage]``,
+    ``[rl.loss]``, ``[rl.guard]`` and ``[rl_warmup.advantage]`` (``update_config.py``). Unknown
+    names, and a setting given twice in one file, are refused.
     """
     path = Path(source)
     if path.suffix == ".toml" or path.exists():
@@ -206,17 +224,7 @@ def read_toml(source: str) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{label} is not valid TOML: {exc}") from exc
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "train" and isinstance(value, dict):
-            flat.update(value)  # [train]: option names as they are
-        elif isinstance(value, dict):
-            # a stage's table: [rft] steps = 2 is rft_steps; [rl] holds the unprefixed RL options
-            prefix = "" if key == "rl" else f"{key}_"
-            flat.update({f"{prefix}{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
-    data = flat
+    data = _flat(data, label)
     known = {f.name: f for f in fields(TrainConfig)}
     unknown = sorted(set(data) - set(known))
     if unknown:
@@ -233,3 +241,31 @@ def read_toml(source: str) -> dict[str, Any]:
                 f"{label}: {name} must be {expected.__name__}, not {type(value).__name__}"
             )
     return data
+
+
+def _flat(data: dict[str, Any], label: str) -> dict[str, Any]:
+    """A TOML document's settings under their ``TrainConfig`` names (see ``read_toml``)."""
+    pairs: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if key == "train" and isinstance(value, dict):
+            pairs += value.items()  # [train]: option names as they are
+        elif isinstance(value, dict):
+            # a stage's table: [rft] steps = 2 is rft_steps; [rl] holds the unprefixed RL options
+            prefix = "" if key == "rl" else f"{key}_"
+            for name, setting in value.items():
+                if key in ("rl", "rl_warmup") and isinstance(setting, dict):
+                    stage: U.RLStage = "rl" if key == "rl" else "rl_warmup"
+                    try:  # [rl.loss] and the like: the tables of the typed update
+                        pairs += U.toml_names(stage, name, setting).items()
+                    except ValueError as exc:
+                        raise ValueError(f"{label}: {exc}") from None
+                else:
+                    pairs.append((f"{prefix}{name}", setting))
+        else:
+            pairs.append((key, value))
+    flat: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in flat:
+            raise ValueError(f"{label}: {name} is set twice")
+        flat[name] = value
+    return flat

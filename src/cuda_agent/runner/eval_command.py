@@ -12,9 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from cuda_agent.kernel_sandbox import Task, TaskError
+
+from .config import Backend
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,14 @@ class EvalOptions:
     temperature: float = 0.0
     max_new_tokens: int = 512
     out: str = ""  # "" = runs/eval-<timestamp>
-    backend: str = "auto"
+    backend: Backend = "auto"
     time_compile: bool = False  # False = the sandbox's default (timed on CUDA only)
     seed: int = 0
     batch: int = 4
+
+    def __post_init__(self) -> None:
+        if self.backend not in get_args(Backend):
+            raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
 
 
 def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
@@ -118,13 +124,11 @@ def run_eval(
 
     started = time.perf_counter()
 
-    if options.backend not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"--backend must be cpu, cuda or auto, not {options.backend!r}")
     tasks = eval_tasks_from(options.tasks, options.kernelbench)
     policy, name = load_policy(options)
     out = Path(options.out or time.strftime("runs/eval-%Y%m%d-%H%M%S"))
     config = SandboxConfig(
-        backend=options.backend,  # type: ignore[arg-type]
+        backend=options.backend,
         time_compile=True if options.time_compile else None,
     )
     say = log or tqdm.write

@@ -11,6 +11,9 @@ Advantages (``advantages``), per episode and turn ``[E, K]`` or per token ``[B, 
 - ``gae``: the turn rewards on each turn's last token (``turn_rewards_at_turn_ends``) and GAE
   over the policy's tokens with the critic's values (``gae_advantages``, gamma 1, lambda 0.95).
 
+Each function takes the part of the typed update configuration it uses (``update_config.py``:
+``GroupAdvantage``, ``GaeAdvantage``, ``LossConfig``).
+
 Policy loss per token, aggregated by the configured mode over the whole batch's counts
 (``aggregate_loss``; micro-batches then sum to the whole batch)::
 
@@ -20,7 +23,6 @@ Policy loss per token, aggregated by the configured mode over the whole batch's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -45,22 +47,7 @@ from cuda_agent.rl_core import (
     value_loss,
 )
 
-ADVANTAGES = ("grpo", "dr_grpo", "rloo", "gae")
-
-
-@dataclass(frozen=True)
-class LossSettings:
-    advantage: str = "grpo"
-    turn_discount: float = 0.4
-    gamma: float = 1.0
-    lam: float = 0.95
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    aggregation: str = "token-mean"
-    max_tokens: int = 0  # the constant of seq-mean-token-sum-norm (Dr. GRPO); 0: the budget
-    tis_max_weight: float = 2.0
-    kl_coef: float = 0.0
-    value_clip: float = 0.2
+from .update_config import GaeAdvantage, GroupAdvantage, LossConfig
 
 
 def counts(batch: EpisodeBatch) -> AggregationCounts:
@@ -68,10 +55,10 @@ def counts(batch: EpisodeBatch) -> AggregationCounts:
     return aggregation_counts(batch.loss_mask_bt)
 
 
-def group_advantages(batch: EpisodeBatch, settings: LossSettings) -> torch.Tensor:
+def group_advantages(batch: EpisodeBatch, advantage: GroupAdvantage) -> torch.Tensor:
     """``[E, K]`` advantages of every episode's turns against its group's turns."""
     returns_ek = discounted_returns(
-        batch.turn_rewards_ek, gamma=settings.turn_discount, mask_bt=batch.turn_mask_ek
+        batch.turn_rewards_ek, gamma=advantage.turn_discount, mask_bt=batch.turn_mask_ek
     )
     groups = sorted(set(batch.groups))
     members = [[e for e, g in enumerate(batch.groups) if g == group] for group in groups]
@@ -82,10 +69,10 @@ def group_advantages(batch: EpisodeBatch, settings: LossSettings) -> torch.Tenso
     for i, episodes in enumerate(members):
         padded_gn[i, : len(episodes) * k] = returns_ek[episodes].flatten()
         mask_gn[i, : len(episodes) * k] = batch.turn_mask_ek[episodes].flatten()
-    if settings.advantage == "rloo":
+    if advantage.kind == "rloo":
         adv_gn = leave_one_out_advantages(padded_gn, mask_gn=mask_gn)
     else:
-        scale = settings.advantage == "grpo"
+        scale = advantage.kind == "grpo"
         adv_gn = group_normalized_advantages(padded_gn, scale=scale, mask_gn=mask_gn)
     adv_ek = torch.zeros_like(returns_ek)
     for i, episodes in enumerate(members):
@@ -99,22 +86,22 @@ def token_rewards(batch: EpisodeBatch) -> torch.Tensor:
     return turn_rewards_at_turn_ends(rows_ek, batch.turn_bt.clamp(min=0), batch.loss_mask_bt)
 
 
-def gae(batch: EpisodeBatch, values_bt: torch.Tensor, settings: LossSettings) -> Any:
+def gae(batch: EpisodeBatch, values_bt: torch.Tensor, critic: GaeAdvantage) -> Any:
     """GAE advantages and value targets over each row's generated tokens."""
     mask_bt = batch.loss_mask_bt.to(values_bt.device)
     rewards_bt = token_rewards(batch).to(values_bt.device)
     return gae_advantages(
-        rewards_bt, values_bt.detach(), gamma=settings.gamma, lam=settings.lam, mask_bt=mask_bt
+        rewards_bt, values_bt.detach(), gamma=critic.gamma, lam=critic.lam, mask_bt=mask_bt
     )
 
 
 def _aggregate(
-    loss_bt: torch.Tensor, mask_bt: torch.Tensor, total: AggregationCounts, settings: LossSettings
+    loss_bt: torch.Tensor, mask_bt: torch.Tensor, total: AggregationCounts, settings: LossConfig
 ) -> torch.Tensor:
     return aggregate_loss(
         loss_bt,
         mask_bt,
-        settings.aggregation,  # type: ignore[arg-type]
+        settings.aggregation,
         num_tokens=total.num_tokens,
         num_sequences=total.num_sequences,
         max_tokens=settings.max_tokens or None,
@@ -128,7 +115,7 @@ def policy_loss(
     advantages_bt: torch.Tensor,
     mask_bt: torch.Tensor,
     total: AggregationCounts,
-    settings: LossSettings,
+    settings: LossConfig,
     ref_bt: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The micro-batch's share of the policy loss, and sums for its statistics."""
@@ -171,10 +158,10 @@ def critic_loss(
     old_values_bt: torch.Tensor | None,
     mask_bt: torch.Tensor,
     total: AggregationCounts,
-    settings: LossSettings,
+    critic: GaeAdvantage,
 ) -> torch.Tensor:
     """Clipped value loss (when old values are given), a token mean over the whole batch."""
-    clip = settings.value_clip if old_values_bt is not None else None
+    clip = critic.value_clip if old_values_bt is not None else None
     loss_bt = value_loss(values_bt, returns_bt, old_values_bt=old_values_bt, clip_eps=clip)
     return masked_token_mean(loss_bt, mask_bt, num_tokens=total.num_tokens)
 

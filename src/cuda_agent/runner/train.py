@@ -92,7 +92,7 @@ def train(
     policy = Policy.load(policy_config)
     sandbox = Sandbox(
         SandboxConfig(
-            backend=config.backend,  # type: ignore[arg-type]
+            backend=config.backend,
             ray_address=config.ray_address or None,
             workers=config.ray_sandbox_workers,
             lanes_per_gpu=config.lanes_per_gpu or "auto",

@@ -7,21 +7,27 @@ is split into several updates, the trainer's log-probs before any of them (PPO's
 Then the batch's rows go through in micro-batches with gradients; the losses of the micro-batches
 sum to the batch's (each uses the whole update's token and sequence counts), so the split does
 not change the update. Before stepping, the update's statistics are checked against the
-configured bounds (largest importance ratio between trainer and sampler, their effective sample
-size, the mean entropy): out of bounds, the update is skipped (its gradients dropped) or the run
+configured bounds (``UpdateConfig.guard``: largest importance ratio between trainer and
+sampler, their effective sample size, the mean entropy): out of bounds, the update is skipped (its gradients dropped) or the run
 stopped (``StabilityError``), with the reason in the message.
+
+``update`` reads one typed value, ``UpdateConfig`` (``update_config.py``): the advantage (the
+group kinds, or GAE with the critic's settings), the policy loss, the guard, the micro-batch
+size and the updates per batch.
 
 Under torchrun / accelerate launch each process brings its own share of the batch; the
 processes agree on the number of micro-batches, the denominators and the skip decision
 (``collective.py``, with the formula), so the update is the one a single process would make
-on the whole batch, and no process waits for ever in another's collectives.
+on the whole batch, and no process waits for ever in another's collectives. Every micro-batch
+loop here (the update's, ``supervised_step``'s, the critic's values and steps, the log-probs)
+is ``collective.micro_batches``, so each of them is safe across processes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -32,27 +38,21 @@ from cuda_agent.rl_core import AggregationCounts, aggregation_counts, batch_norm
 
 from . import collective as C
 from . import loss as L
-from .config import TrainConfig
 from .context import StabilityError
+from .update_config import GaeAdvantage, GuardConfig, UpdateConfig
 
 
-def chunks(items: Sequence[int], size: int) -> list[list[int]]:
-    items = list(items)
-    return [items[i : i + size] for i in range(0, len(items), size)]
+def _idle(forward: Callable[[], torch.Tensor], optimizer: Any = None) -> Callable[[], None]:
+    """What a process runs for a micro-batch that only another process has (``collective``):
+    ``forward`` on nothing and, with an ``optimizer``, the zero backward of its result when
+    that has gradients (a sharded model: the backward's collectives need every process)."""
 
+    def idle() -> None:
+        out = forward()
+        if optimizer is not None and out.requires_grad:
+            optimizer.backward(out.sum() * 0.0)
 
-def _padded(groups: list[list[int]], device: torch.device) -> list[list[int]]:
-    """``groups``, then empty ones up to the largest count of any process (``collective``)."""
-    want = C.largest([len(groups)], device)[0]
-    return groups + [[] for _ in range(want - len(groups))]
-
-
-def _global_counts(local: AggregationCounts, device: torch.device) -> AggregationCounts:
-    """The denominators over every process's share (``local`` itself with one process)."""
-    if C.world_size() == 1:
-        return local
-    tokens, sequences = C.total([float(local.num_tokens), float(local.num_sequences)], device)
-    return AggregationCounts(torch.tensor(int(tokens)), torch.tensor(int(sequences)))
+    return idle
 
 
 def supervised_step(
@@ -64,49 +64,73 @@ def supervised_step(
     micro: int,
 ) -> dict[str, Any]:
     """One supervised step (warm start, rejection fine-tuning): the token-mean NLL of the
-    responses' tokens that ``masks`` keep, over the whole step, in micro-batches."""
+    responses' tokens that ``masks`` keep, ``-sum_{kept t} log p(y_t) / N`` with ``N`` the kept
+    tokens of every process's share (``collective``), in micro-batches."""
     width = max((len(r) for r in responses), default=0)
     mask_all = torch.zeros(len(responses), width, dtype=torch.bool)
     for i, m in enumerate(masks):
         mask_all[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
-    total = aggregation_counts(mask_all)
+    here, world = policy.device, C.world_size()
+    total = C.global_counts(aggregation_counts(mask_all), here)
     loss_sum = 0.0
     policy.train()
-    for part in chunks(range(len(responses)), micro):
+    for part in C.micro_batches(
+        range(len(responses)),
+        micro,
+        here,
+        _idle(lambda: policy.token_logprobs([], []).logprobs, optimizer),
+    ):
         out = policy.token_logprobs([prompts[i] for i in part], [responses[i] for i in part])
         mask = mask_all[part, : out.logprobs.shape[1]].to(out.logprobs.device)
         loss = L.sft_loss(out.logprobs, mask, total)
-        optimizer.backward(loss)
+        optimizer.backward(loss * world)  # collective.py: the gradients are averaged
         loss_sum += loss.item()
     stats = optimizer.step()
-    return {"nll": loss_sum, "tokens": int(total.num_tokens), "grad_norm": stats["grad_norm"]}
+    nll = C.total([loss_sum], here)[0]
+    return {"nll": nll, "tokens": int(total.num_tokens), "grad_norm": stats["grad_norm"]}
 
 
-def settings(config: TrainConfig, advantage: str | None = None) -> L.LossSettings:
-    return L.LossSettings(
-        advantage=advantage or config.advantage,
-        turn_discount=config.turn_discount,
-        gamma=1.0,
-        lam=config.gae_lambda,
-        eps_low=config.eps_low,
-        eps_high=config.eps_high,
-        aggregation=config.aggregation,
-        max_tokens=config.max_new_tokens,
-        tis_max_weight=config.tis_max_weight,
-        kl_coef=config.kl_coef,
-        value_clip=config.value_clip,
-    )
-
-
-def _values(critic: ValueModel, batch: EpisodeBatch, micro: int) -> torch.Tensor:
+def critic_values(critic: ValueModel, batch: EpisodeBatch, micro: int) -> torch.Tensor:
     """The critic's values of every row, ``[B, T]`` at the batch's width, without gradients."""
     out = torch.zeros(len(batch), batch.width)
     with torch.no_grad():
-        for part in chunks(range(len(batch)), micro):
+        for part in C.micro_batches(
+            range(len(batch)), micro, critic.device, _idle(lambda: critic.values([], []).values)
+        ):
             sub = batch.select(part)
             values = critic.values(sub.prompt_ids, sub.response_ids).values.float().cpu()
             out[part, : values.shape[1]] = values
     return out
+
+
+def critic_step(
+    critic: ValueModel,
+    optimizer: PolicyOptimizer,
+    batch: EpisodeBatch,
+    returns_bt: torch.Tensor,
+    settings: GaeAdvantage,
+    micro: int,
+) -> dict[str, float]:
+    """One step of the critic towards ``returns_bt`` (value pre-training): the unclipped value
+    loss ``sum_t (V_t - R_t)^2 / 2N`` over every process's kept tokens, in micro-batches."""
+    here, world = critic.device, C.world_size()
+    total = C.global_counts(L.counts(batch), here)
+    critic.train()
+    loss_sum = 0.0
+    for part in C.micro_batches(
+        range(len(batch)), micro, here, _idle(lambda: critic.values([], []).values, optimizer)
+    ):
+        sub = batch.select(part)
+        out = critic.values(sub.prompt_ids, sub.response_ids).values.float()
+        width = sub.width
+        mask = sub.loss_mask_bt.to(out.device)
+        loss = L.critic_loss(
+            out, returns_bt[part, :width].to(out.device), None, mask, total, settings
+        )
+        optimizer.backward(loss * world)  # collective.py: the gradients are averaged
+        loss_sum += loss.item()
+    stats = optimizer.step()
+    return {"value_loss": C.total([loss_sum], here)[0], "grad_norm": stats["grad_norm"]}
 
 
 def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) -> torch.Tensor:
@@ -115,10 +139,12 @@ def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) 
     out = torch.zeros(len(batch), batch.width)
     adapters_off = policy.adapters_disabled() if base else contextlib.nullcontext()
     with torch.no_grad(), adapters_off:
-        for part in _padded(chunks(range(len(batch)), micro), policy.device):
-            if not part:  # another process has more: take part in its collectives
-                policy.token_logprobs([], [])
-                continue
+        for part in C.micro_batches(
+            range(len(batch)),
+            micro,
+            policy.device,
+            _idle(lambda: policy.token_logprobs([], []).logprobs),
+        ):
             sub = batch.select(part)
             logprobs = policy.token_logprobs(sub.prompt_ids, sub.response_ids).logprobs
             out[part, : logprobs.shape[1]] = logprobs.float().cpu()
@@ -129,31 +155,34 @@ def update(
     policy: Any,
     optimizer: PolicyOptimizer,
     batch: EpisodeBatch,
-    config: TrainConfig,
-    advantage: str,
+    config: UpdateConfig,
     critic: ValueModel | None = None,
     critic_optimizer: PolicyOptimizer | None = None,
     log: Any = print,
 ) -> dict[str, Any]:
-    """Train on ``batch``; returns the statistics of the update (see the module docstring)."""
-    s = settings(config, advantage)
+    """Train on ``batch`` as ``config`` says; returns the statistics of the update (see the
+    module docstring). An advantage that needs the critic needs ``critic`` and its optimizer."""
+    advantage = config.advantage
     mask_all = batch.loss_mask_bt
     record: dict[str, Any] = {}
     old_values = returns = None
-    if advantage == "gae":
+    gae_settings: GaeAdvantage | None = None
+    if isinstance(advantage, GaeAdvantage):
         if critic is None or critic_optimizer is None:
-            raise ValueError("advantage 'gae' needs the critic")
+            raise ValueError(f"advantage {advantage.kind!r} needs the critic")
+        gae_settings = advantage
         critic.eval()
-        old_values = _values(critic, batch, config.micro_batch)
-        gae = L.gae(batch, old_values, s)
+        old_values = critic_values(critic, batch, config.micro_batch)
+        gae = L.gae(batch, old_values, advantage)
         returns = gae.returns_bt
         adv_bt = batch_normalized_advantages(gae.advantages_bt, mask_all)
         record["explained_variance"] = L.value_fit(old_values, returns, mask_all)
     else:
-        adv_bt = batch.per_row(L.group_advantages(batch, s))
+        adv_bt = batch.per_row(L.group_advantages(batch, advantage))
     policy.eval()
-    old_all = _logprobs(policy, batch, config.micro_batch) if config.updates_per_batch > 1 else None
-    ref_all = _logprobs(policy, batch, config.micro_batch, base=True) if config.kl_coef else None
+    micro, loss_settings = config.micro_batch, config.loss
+    old_all = _logprobs(policy, batch, micro) if config.updates_per_batch > 1 else None
+    ref_all = _logprobs(policy, batch, micro, base=True) if loss_settings.kl_coef else None
 
     sums = {"tokens": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "value_loss": 0.0}
     ratios: list[dict[str, float]] = []
@@ -162,17 +191,13 @@ def update(
     rows = list(range(len(batch)))
     world, here = C.world_size(), policy.device
     per_update = max(1, -(-len(rows) // config.updates_per_batch))
-    for minibatch in _padded(chunks(rows, per_update), here):
+    idle = _idle(lambda: policy.token_logprobs([], [], with_entropy=True).logprobs, optimizer)
+    for minibatch in C.padded(C.chunks(rows, per_update), here):
         mine = L.counts(batch.select(minibatch)) if minibatch else _no_counts()
-        total = _global_counts(mine, here)
+        total = C.global_counts(mine, here)
         policy.train()
         checked: list[dict[str, float]] = []
-        for part in _padded(chunks(minibatch, config.micro_batch), here):
-            if not part:  # another process has more micro-batches: take part, add nothing
-                idle = policy.token_logprobs([], [], with_entropy=True).logprobs
-                if idle.requires_grad:  # sharded: the backward's collectives need us
-                    optimizer.backward(idle.sum() * 0.0)
-                continue
+        for part in C.micro_batches(minibatch, micro, here, idle):
             sub = batch.select(part)
             width = sub.width
             mask = sub.loss_mask_bt
@@ -188,7 +213,7 @@ def update(
                 adv_bt[part, :width].to(device),
                 mask.to(device),
                 total,
-                s,
+                loss_settings,
                 ref_all[part, :width].to(device) if ref_all is not None else None,
             )
             optimizer.backward(loss * world)  # collective.py: the gradients are averaged
@@ -196,9 +221,9 @@ def update(
                 sums[key] += stats[key]
             if out.entropy is not None:
                 sums["entropy"] += float((out.entropy.detach().float().cpu() * mask).sum())
-            checked.append(L.ratio_stats(old, sampler, mask, s.tis_max_weight))
-            if critic is not None and critic_optimizer is not None and returns is not None:
-                assert old_values is not None
+            checked.append(L.ratio_stats(old, sampler, mask, loss_settings.tis_max_weight))
+            if critic is not None and critic_optimizer is not None and gae_settings is not None:
+                assert old_values is not None and returns is not None
                 critic.train()
                 values = critic.values(sub.prompt_ids, sub.response_ids).values.float()
                 vloss = L.critic_loss(
@@ -207,19 +232,19 @@ def update(
                     old_values[part, :width].to(values.device),
                     mask.to(values.device),
                     total,
-                    s,
+                    gae_settings,
                 )
                 critic_optimizer.backward(vloss * world)
                 sums["value_loss"] += vloss.item()
         ratios += checked
-        reason = _out_of_bounds(checked, sums, config)
+        reason = _out_of_bounds(checked, sums, config.guard)
         if world > 1 and C.anyone(bool(reason), here) and not reason:
             reason = "another process's share of the update was out of bounds"
         if reason:
             optimizer.zero_grad()
             if critic_optimizer is not None:
                 critic_optimizer.zero_grad()
-            if config.guard_action == "stop":
+            if config.guard.action == "stop":
                 raise StabilityError(f"update stopped: {reason} (guard_action = 'stop')")
             log(f"update skipped: {reason}")
             skipped.append(reason)
@@ -255,18 +280,18 @@ def _no_counts() -> AggregationCounts:
 
 
 def _out_of_bounds(
-    ratios: list[dict[str, float]], sums: dict[str, float], config: TrainConfig
+    ratios: list[dict[str, float]], sums: dict[str, float], guard: GuardConfig
 ) -> str:
     """Why the update must not be applied ("" when it may)."""
     if not ratios:
         return ""
     largest = max(r["ratio_max"] for r in ratios)
-    if largest > config.guard_max_ratio:
-        return f"an importance ratio of {largest:.3g} (bound guard_max_ratio = {config.guard_max_ratio})"
+    if largest > guard.max_ratio:
+        return f"an importance ratio of {largest:.3g} (bound guard_max_ratio = {guard.max_ratio})"
     ess = min(r["ratio_effective_sample_size"] for r in ratios)
-    if ess < config.guard_min_ess:
-        return f"importance-ratio effective sample size {ess:.3f} (bound guard_min_ess = {config.guard_min_ess})"
+    if ess < guard.min_ess:
+        return f"importance-ratio effective sample size {ess:.3f} (bound guard_min_ess = {guard.min_ess})"
     entropy = sums["entropy"] / max(sums["tokens"], 1.0)
-    if config.guard_min_entropy and entropy < config.guard_min_entropy:
-        return f"mean entropy {entropy:.4f} (bound guard_min_entropy = {config.guard_min_entropy})"
+    if guard.min_entropy and entropy < guard.min_entropy:
+        return f"mean entropy {entropy:.4f} (bound guard_min_entropy = {guard.min_entropy})"
     return ""

@@ -53,7 +53,7 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         # one greedy generate over every task (on the CPU a wide batch is the cheapest per
         # token), then every verdict
         batch=max(1, len(tasks)),
-        agent_config=AgentConfig(history=config.history, micro_batches=1),  # type: ignore[arg-type]
+        agent_config=AgentConfig(history=config.history, micro_batches=1),
     )
     rewards = [row.get("best_reward") for row in result["per_task"]]
     summary = {key: result.get(key) for key in KEYS}

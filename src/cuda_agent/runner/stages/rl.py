@@ -2,8 +2,9 @@
 
 Each step: ``tasks_per_step`` training tasks, ``group_size`` episodes each (one turn in the
 warm-up, up to ``turns`` in ``rl``), collated (``agent.collate``) and trained on by
-``update.update`` with the stage's advantage: group advantages with turn-level credit
-(``grpo``, ``dr_grpo``, ``rloo``) or PPO with the critic (``gae``).
+``update.update`` with the stage's typed update (``TrainConfig.update_config(stage)``): group
+advantages with turn-level credit (``grpo``, ``dr_grpo``, ``rloo``) or PPO with the critic
+(``gae``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from cuda_agent.agent import collate
 
 from ..context import Run
 from ..update import update
+from ..update_config import GaeAdvantage
 from .rollouts import collect, decode_delta, episode_stats, pick_tasks, throughput
 
 
@@ -21,13 +23,15 @@ def run(ctx: Run, stage: str) -> None:
     config = ctx.config
     warmup = stage == "rl_warmup"
     steps = config.rl_warmup_steps if warmup else config.steps
-    advantage = config.rl_warmup_advantage if warmup else config.advantage
+    settings = config.update_config("rl_warmup" if warmup else "rl")
     turns = 1 if warmup else config.turns
     optimizer = ctx.optimizer(stage, config.lr)
     critic = critic_optimizer = None
-    if advantage == "gae":
+    if isinstance(settings.advantage, GaeAdvantage):  # needs_critic
         critic = ctx.critic()
-        critic_optimizer = ctx.optimizer(f"{stage}-critic", config.value_lr, critic=True)
+        critic_optimizer = ctx.optimizer(
+            f"{stage}-critic", settings.advantage.critic_lr, critic=True
+        )
     for step in ctx.steps(stage, steps):
         started = time.perf_counter()
         tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
@@ -44,8 +48,7 @@ def run(ctx: Run, stage: str) -> None:
                     ctx.policy,
                     optimizer,
                     batch,
-                    config,
-                    advantage,
+                    settings,
                     critic,
                     critic_optimizer,
                     ctx.log,

@@ -35,7 +35,7 @@ def collect(
         temperature=config.temperature if temperature is None else temperature,
         seed=seed,
     )
-    agent = AgentConfig(max_turns=turns, history=config.history)  # type: ignore[arg-type]
+    agent = AgentConfig(max_turns=turns, history=config.history)
     if ctx.rollouts is not None:  # on Ray actors, with the policy's current weights
         return ctx.rollouts.collect(ctx.policy, tasks, sampling, agent)
     ctx.policy.eval()

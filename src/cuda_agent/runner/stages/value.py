@@ -1,8 +1,9 @@
 """Value pre-training (``value``): the critic fitted on the collected episodes before RL.
 
-Targets are GAE returns from the turn rewards (gamma 1, lambda 0.95, ``loss.gae``) with the
-critic's current values, recomputed every step; the loss is the value loss over the policy's
-tokens (``loss.critic_loss``, unclipped). Each step reports the explained variance of the
+Targets are GAE returns from the turn rewards (gamma 1, lambda 0.95: ``TrainConfig.critic``,
+``loss.gae``) with the critic's current values, recomputed every step; the loss is the value
+loss over the policy's tokens (``update.critic_step``, ``loss.critic_loss``, unclipped), in the
+trainer's one micro-batch loop (``collective.micro_batches``). Each step reports the explained variance of the
 values it started from (``rl_core.explained_variance``): 1 is a perfect critic, 0 the mean.
 Uses the episodes of the ``rft`` stage (collected by it, or here when that stage is off).
 """
@@ -14,8 +15,8 @@ import time
 from cuda_agent.agent import collate
 
 from ..context import Run
-from ..loss import counts, critic_loss, gae, value_fit
-from ..update import _values, chunks, settings
+from ..loss import gae, value_fit
+from ..update import critic_step, critic_values
 from .rft import collected, episodes_path
 
 STAGE = "value"
@@ -35,35 +36,18 @@ def run(ctx: Run) -> None:
         ctx.finish_stage(STAGE)
         return
     critic = ctx.critic()
-    optimizer = ctx.optimizer(STAGE, config.value_lr, critic=True)
-    s = settings(config, "gae")
-    total = counts(batch)
+    settings = config.critic
+    optimizer = ctx.optimizer(STAGE, settings.critic_lr, critic=True)
     mask = batch.loss_mask_bt
     for step in ctx.steps(STAGE, config.value_steps):
         started = time.perf_counter()
         critic.eval()
-        values = _values(critic, batch, config.micro_batch)
-        returns = gae(batch, values, s).returns_bt
+        values = critic_values(critic, batch, config.micro_batch)
+        returns = gae(batch, values, settings).returns_bt
         explained = value_fit(values, returns, mask)
-        critic.train()
-        loss_sum = 0.0
-        for part in chunks(range(len(batch)), config.micro_batch):
-            sub = batch.select(part)
-            out = critic.values(sub.prompt_ids, sub.response_ids).values.float()
-            width = sub.width
-            loss = critic_loss(
-                out,
-                returns[part, :width].to(out.device),
-                None,
-                sub.loss_mask_bt.to(out.device),
-                total,
-                s,
-            )
-            optimizer.backward(loss)
-            loss_sum += loss.item()
-        stats = optimizer.step()
+        stats = critic_step(critic, optimizer, batch, returns, settings, config.micro_batch)
         record = {
-            "value_loss": loss_sum,
+            "value_loss": stats["value_loss"],
             "explained_variance": explained,
             "grad_norm": stats["grad_norm"],
             "rows": len(batch),
@@ -71,7 +55,7 @@ def run(ctx: Run) -> None:
         }
         ctx.commit_step(STAGE, record, step)
         ctx.log(
-            f"value step {step + 1}/{config.value_steps}: loss {loss_sum:.4f}, "
+            f"value step {step + 1}/{config.value_steps}: loss {stats['value_loss']:.4f}, "
             f"explained variance {explained:.3f}"
         )
     ctx.finish_stage(STAGE)
