@@ -82,3 +82,20 @@ def test_an_episode_survives_json_with_its_tokens_rewards_and_verdicts():
     assert back.stop_reason == "target" and back.rewards == [0.5, 2.0]
     assert back.turns[0].result.status == "incorrect" and back.turns[1].result.correct
     assert back.turns[1].result.speedup_vs_eager == OK.speedup_vs_eager
+
+
+def test_a_verdict_keeps_its_spreads_and_trials_on_disk_and_old_records_still_read():
+    from cuda_agent.kernel_sandbox.result import TrialOutcome
+
+    full = EvalResult(status="ok", candidate_time_ms=1.0, candidate_time_spread_ms=0.1,
+                      eager_time_ms=2.0, eager_time_spread_ms=0.2,
+                      trials=(TrialOutcome(seed=3, passed=True, max_abs_error=0.0,
+                                           max_rel_error=0.0),))  # fmt: skip
+    e = episode([turn(0, [1], [2], 2.0, full)])
+    back = episode_from_json(json.loads(json.dumps(episode_to_json(e))))
+    assert back.turns[0].result == full
+    old = episode_to_json(e)
+    old["turns"][0]["verdict"] = {"status": "ok", "message": "", "task": "", "backend": "",
+                                  "flags": [], "candidate_time_ms": 1.0, "eager_time_ms": 2.0,
+                                  "compile_time_ms": None}  # fmt: skip
+    assert episode_from_json(old).turns[0].result.speedup_vs_eager == 2.0

@@ -129,16 +129,11 @@ def _sequence(turns: tuple[Turn, ...]) -> TrainingSequence:
 
 # ------------------------------------------------------------------------- persistence
 def episode_to_json(episode: Episode) -> dict[str, Any]:
-    """A JSON-ready record of an episode: every token and reward, and of each verdict its
-    status, message, flags and times (trials and extras are not kept)."""
+    """A JSON-ready record of an episode: every token and reward, and each verdict as
+    ``EvalResult.to_dict`` writes it (its one serialiser), the message cut to 2,000 characters."""
 
     def verdict(r: EvalResult | None) -> dict[str, Any] | None:
-        if r is None:
-            return None
-        return {"status": r.status, "message": r.message[:2000], "task": r.task,
-                "backend": r.backend, "flags": list(r.flags),
-                "candidate_time_ms": r.candidate_time_ms, "eager_time_ms": r.eager_time_ms,
-                "compile_time_ms": r.compile_time_ms}  # fmt: skip
+        return None if r is None else {**r.to_dict(), "message": r.message[:2000]}
 
     return {
         "task": episode.task,
@@ -165,12 +160,11 @@ def episode_to_json(episode: Episode) -> dict[str, Any]:
 
 
 def episode_from_json(data: dict[str, Any]) -> Episode:
-    """The episode of ``episode_to_json``; verdicts come back with what the record kept."""
+    """The episode of ``episode_to_json``; verdicts come back through ``EvalResult.from_dict``
+    (records written before it kept status, message, flags and times only: they read too)."""
 
     def verdict(v: dict[str, Any] | None) -> EvalResult | None:
-        if v is None:
-            return None
-        return EvalResult(**{**v, "flags": tuple(v["flags"])})
+        return None if v is None else EvalResult.from_dict(v)
 
     turns = tuple(
         Turn(
