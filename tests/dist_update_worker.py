@@ -7,6 +7,8 @@ Six episodes in three groups of two. With one process it trains on all six; with
 row their shares need four and two micro-batches. Two updates, the same in every run:
 - ``free``: no bound can trip. The record (grad norm before clipping) and the LoRA weights
   after the step must equal the one-process run's.
+- a supervised step (``supervised_step``, as the warm start's) on the same shares: its NLL,
+  token count, grad norm and the LoRA weights after it must equal the one-process run's;
 - ``guarded``: process 1's sampler log-probs are 5 nats below the policy's (an importance
   ratio of e^5 on its share only, past guard_max_ratio 20); every process must skip.
 Process 0 writes OUT.json.
@@ -36,7 +38,7 @@ def main() -> None:
     from cuda_agent.agent.episode import Episode, Turn
     from cuda_agent.policy import Policy, PolicyConfig, testing
     from cuda_agent.runner.config import TrainConfig
-    from cuda_agent.runner.update import update
+    from cuda_agent.runner.update import supervised_step, update
 
     torch.manual_seed(0)
     tokenizer = testing.tiny_tokenizer()
@@ -71,6 +73,16 @@ def main() -> None:
     ).update_config()
     record = update(policy, optimizer, collate(episodes(0.0)), free, log=lambda _m: None)
     weights = _lora_weights(policy)
+    # A supervised step (warm start, rft) on the same shares: the token-mean NLL over all six.
+    sft = supervised_step(
+        policy,
+        optimizer,
+        [p for _, p, _, _ in share],
+        [r for _, _, r, _ in share],
+        [[1] * len(r) for _, _, r, _ in share],
+        1,
+    )
+    sft_weights = _lora_weights(policy)
     guarded = TrainConfig(micro_batch=1, guard_max_ratio=20.0, guard_min_ess=0.0).update_config()
     shift = 5.0 if rank == 1 else 0.0
     skipped = update(policy, optimizer, collate(episodes(shift)), guarded, log=lambda _m: None)
@@ -80,6 +92,8 @@ def main() -> None:
             "free": {k: record[k] for k in ("grad_norm", "updates", "skipped_updates")},
             "guarded": {k: skipped[k] for k in ("updates", "skipped_updates", "skip_reasons")},
             "weights": {k: v.flatten().tolist() for k, v in sorted(weights.items())},
+            "supervised": sft,
+            "sft_weights": {k: v.flatten().tolist() for k, v in sorted(sft_weights.items())},
         }
         Path(out).write_text(json.dumps(report))
     dist.barrier()

@@ -1,7 +1,8 @@
 """The update on several processes (torchrun, gloo, the CPU): shares of unequal size and a
 bound tripped on one process's share only. What a user of `torchrun ... cuda-agent` needs:
 no process waits for ever in another's collectives, every process skips together, and the
-update is the one a single process makes on the whole batch (`runner/collective.py`)."""
+update (and a supervised step) is the one a single process makes on the whole batch
+(`runner/collective.py`)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ def test_two_processes_with_unequal_shares_make_the_one_process_update(
     assert one["weights"].keys() == two["weights"].keys() and one["weights"]
     for name, values in one["weights"].items():
         assert two["weights"][name] == pytest.approx(values, abs=1e-5), name
+    # The supervised step (warm start, rft) too: one token mean over both shares.
+    assert two["supervised"]["tokens"] == one["supervised"]["tokens"]
+    assert two["supervised"]["nll"] == pytest.approx(one["supervised"]["nll"], rel=1e-4)
+    assert two["supervised"]["grad_norm"] == pytest.approx(one["supervised"]["grad_norm"], rel=1e-4)
+    for name, values in one["sft_weights"].items():
+        assert two["sft_weights"][name] == pytest.approx(values, abs=1e-5), name
     # Process 1's share alone was out of bounds: both skipped (and neither hung).
     assert two["guarded"]["updates"] == 0 and two["guarded"]["skipped_updates"] == 1
     assert "another process" in two["guarded"]["skip_reasons"][0]
