@@ -99,6 +99,8 @@ def test_a_kernel_that_fails_only_sometimes_is_a_failed_report_not_an_error(sand
     )
     assert racy != relu.solutions["cpu"]
     for seed in range(3):
-        report = check_candidate(sandbox, relu, racy, max_examples=6, above_visible=False, seed=seed)
+        report = check_candidate(
+            sandbox, relu, racy, max_examples=6, above_visible=False, seed=seed
+        )
         assert not report.passed and report.found_by == "drawn", str(report)
         assert report.result is not None and not report.result.correct
