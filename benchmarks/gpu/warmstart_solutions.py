@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
+from cuda_agent.agent import answer_text
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.reward import milestone_reward
-from cuda_agent.runner.budget import answer_text
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cuda_agent.agent import build_messages
+from cuda_agent.agent import AgentConfig, answer_text, first_prompt_ids
 from cuda_agent.kernel_sandbox import Task
 from cuda_agent.policy import Policy
 
@@ -36,11 +36,6 @@ class WarmStartExample:
     response_ids: list[int]  # the fenced solution and the end-of-turn token
 
 
-def answer_text(solution: str) -> str:
-    """The answer format rollouts parse: one fenced Python block defining ModelNew."""
-    return f"```python\n{solution.strip()}\n```"
-
-
 def warmstart_solution(task: Task, backend: str, choice: str) -> str | None:
     """The solution the warm start teaches for ``task``: ``"compact"`` prefers the task's
     compact solution and falls back to its primary one; ``"primary"`` takes the primary one."""
@@ -52,13 +47,16 @@ def warmstart_solution(task: Task, backend: str, choice: str) -> str | None:
 def warmstart_examples(
     policy: Policy, tasks: Sequence[Task], backend: str, choice: str = "compact"
 ) -> list[WarmStartExample]:
-    """One example per task with a reference solution for ``backend``."""
+    """One example per task with a reference solution for ``backend``: the task's first prompt
+    as rollouts render it (``first_prompt_ids``, the agent's default protocol) and the answer
+    in the format rollouts parse (``answer_text``) with the end-of-turn token."""
     eos = policy.tokenizer.eos_token_id
+    proto = AgentConfig().protocol
     chosen = [(t, warmstart_solution(t, backend, choice)) for t in tasks]
     return [
         WarmStartExample(
             task=t.name,
-            prompt_ids=policy.chat_prompt_ids(build_messages(t, backend)),
+            prompt_ids=first_prompt_ids(policy.tokenizer, t, backend, proto),
             response_ids=[
                 *policy.tokenizer(answer_text(solution), add_special_tokens=False)["input_ids"],
                 eos,

@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cuda_agent.agent import Episode, Turn
+from cuda_agent.agent import Episode, Turn, best_of
 
-from ..evaluate import best_of
 from .evaluations import Evaluation
 from .page import code, diff, esc, sources, table, times, verdict
 

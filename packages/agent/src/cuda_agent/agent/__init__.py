@@ -3,13 +3,22 @@ and reward around a policy."""
 
 from .batch import EpisodeBatch, collate
 from .chat import ChatRenderer, ChatTemplateError
-from .driver import AgentConfig, RolloutBatch, SamplingParams, run_episodes
-from .episode import Episode, TrainingSequence, Turn, episode_from_json, episode_to_json
+from .driver import AgentConfig, RolloutBatch, SamplingParams, first_prompt_ids, run_episodes
+from .episode import (
+    Episode,
+    TrainingSequence,
+    Turn,
+    best_of,
+    best_outcome,
+    episode_from_json,
+    episode_to_json,
+    turn_rank,
+)
 from .feedback import feedback
 from .filters import FilterReport, drop_reason, rejection_filter
 from .parsing import extract_candidate
 from .prompts import build_messages, system_prompt, user_prompt
-from .protocols import Action, Fenced, Protocol, protocol
+from .protocols import Action, Fenced, Protocol, answer_text, protocol
 from .rollout import (
     EvaluatorLike,
     PolicyLike,
@@ -36,6 +45,9 @@ __all__ = [
     "TrainingSequence",
     "Trajectory",
     "Turn",
+    "answer_text",
+    "best_of",
+    "best_outcome",
     "build_messages",
     "collate",
     "drop_reason",
@@ -43,11 +55,13 @@ __all__ = [
     "episode_to_json",
     "extract_candidate",
     "feedback",
+    "first_prompt_ids",
     "protocol",
     "rejection_filter",
     "rollout_single_turn",
     "run_episodes",
     "system_prompt",
+    "turn_rank",
     "user_prompt",
 ]
 

@@ -30,7 +30,7 @@ from cuda_agent.reward import MilestoneValues, milestone_reward
 
 from .chat import ChatRenderer
 from .episode import Episode, History, Turn
-from .protocols import Action, Protocol, protocol
+from .protocols import Action, Protocol, answer_text, protocol
 
 RewardFn = Callable[[EvalResult], float]
 
@@ -152,8 +152,9 @@ def run_episodes(
             for m in range(parts):
                 if m in pending:
                     resolve(m)
+                # (after the last turn every episode has stopped: ``_advance`` decides it)
                 active = [e for e in micro[m] if not e.stop]
-                if not active or turn_of[m] >= config.max_turns:
+                if not active:
                     continue
                 progressed = True
                 turn = turn_of[m]
@@ -171,18 +172,24 @@ def run_episodes(
                 pending[m] = (job, answered, actions)
             if not progressed and not pending:
                 break
-    episodes = []
-    for e in live:
-        stop = e.stop or "max_turns"
-        episodes.append(
-            Episode(e.task.name, e.group, config.history, tuple(e.turns), stop, tuple(e.messages))
-        )
+    episodes = [
+        Episode(e.task.name, e.group, config.history, tuple(e.turns), e.stop, tuple(e.messages))
+        for e in live
+    ]
     total = time.perf_counter() - started
     spent["agent"] = max(0.0, total - spent["sampling"] - spent["evaluation"])
     spent["total"] = total
     spent["sandbox"] = _covered(windows)
     judged = sum(t.result is not None for e in episodes for t in e.turns)
     return RolloutBatch(episodes, spent, judged, tuple(sorted(windows)))
+
+
+def first_prompt_ids(tokenizer: Any, task: Task, backend: str, protocol_name: str) -> list[int]:
+    """The token ids of ``task``'s first prompt exactly as ``run_episodes`` gives it to a local
+    policy: the protocol's first messages under the chat template (``ChatRenderer.prompt``,
+    with the protocol's tools). The warm start's examples are built on it."""
+    proto = protocol(protocol_name)
+    return ChatRenderer(tokenizer, proto.tools()).prompt(proto.first_messages(task, backend))
 
 
 def _covered(windows: Sequence[tuple[float, float]]) -> float:
@@ -344,10 +351,7 @@ def _kept_messages(e: _Live, keep_last: int) -> list[dict[str, Any]]:
     submitted and the feedback it got (the reasoning is dropped)."""
     messages = list(e.first)
     for t in e.turns[-keep_last:] if keep_last else []:
-        if isinstance(t.candidate, str):
-            code = f"```python\n{t.candidate.rstrip()}\n```"
-        else:
-            code = "(no usable code)"
+        code = answer_text(t.candidate) if isinstance(t.candidate, str) else "(no usable code)"
         messages += [
             {"role": "assistant", "content": code},
             {"role": "user", "content": t.feedback},

@@ -17,12 +17,14 @@ prompt, between two answers, and an answer holds at least one token).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
 from cuda_agent.kernel_sandbox import EvalResult
+from cuda_agent.reward import TaskOutcome
 from cuda_agent.rl_core import turn_index_from_loss_mask
 
 History = Literal["full", "last_k"]
@@ -73,11 +75,10 @@ class Episode:
 
     @property
     def best_turn(self) -> int | None:
-        """Index of the turn with the highest reward (the earliest among equals)."""
-        if not self.turns:
-            return None
-        best = max(t.reward for t in self.turns)
-        return next(t.index for t in self.turns if t.reward == best)
+        """Index of the episode's best turn (``turn_rank``: the highest reward, among equals a
+        correct one, then the fastest against eager, then the earliest)."""
+        best = best_of([self])
+        return None if best is None else best[1].index
 
     @property
     def best_reward(self) -> float | None:
@@ -110,6 +111,38 @@ class Episode:
     @property
     def turn_index(self) -> list[int]:
         return self._full().turn_index
+
+
+def turn_rank(turn: Turn) -> tuple[float, bool, float]:
+    """What makes one turn better than another, in order: its reward, then whether its kernel is
+    correct, then its speedup against eager (0 for an incorrect or untimed one)."""
+    r = turn.result
+    correct = r is not None and r.correct
+    fast = (r.speedup_vs_eager or 0.0) if r is not None and correct else 0.0
+    return (turn.reward, correct, fast)
+
+
+def best_of(episodes: Sequence[Episode]) -> tuple[Episode, Turn] | None:
+    """The episode and turn of the best kernel over ``episodes`` (the highest ``turn_rank``,
+    the earliest among equals); None when no episode has a turn. The one rule for "best turn":
+    ``Episode.best_turn`` is it over one episode, an evaluated task's best kernel over its
+    episodes."""
+    best: tuple[Episode, Turn] | None = None
+    for e in episodes:
+        for t in e.turns:
+            if best is None or turn_rank(t) > turn_rank(best[1]):
+                best = (e, t)
+    return best
+
+
+def best_outcome(episode: Episode) -> TaskOutcome:
+    """The episode's best turn as a benchmark row (``cuda_agent.reward.metrics``, one sample):
+    whether its kernel is correct and its speedups (an episode without a verdict: not correct)."""
+    best = best_of([episode])
+    r = best[1].result if best is not None else None
+    if r is None:
+        return TaskOutcome(episode.task, False)
+    return TaskOutcome(episode.task, r.correct, r.speedup_vs_eager, r.speedup_vs_compile)
 
 
 def _sequence(turns: tuple[Turn, ...]) -> TrainingSequence:

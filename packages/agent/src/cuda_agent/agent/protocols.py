@@ -67,6 +67,13 @@ class Protocol(TypingProtocol):
     ) -> list[dict[str, str]]: ...
 
 
+def answer_text(code: str) -> str:
+    """The ``fenced`` protocol's answer: one fenced Python block holding ``code`` (its ends
+    stripped), which ``Fenced.parse`` reads back. The warm start teaches it; ``last_k`` history
+    shows earlier answers in it."""
+    return f"```python\n{code.strip()}\n```"
+
+
 def _next_step(result: EvalResult | None, goal: str, how: str) -> str:
     if result is not None and result.correct:
         return f"It is correct. Make it faster ({goal}). {how}"
