@@ -31,12 +31,13 @@ from pathlib import Path
 
 import torch
 
+from cuda_agent.reward import renamed_keys
 from cuda_agent.runner.comparison import compare_files, learning_entry, read_rows
 
 EVAL_KEYS = (
     "pass_rate",
-    "faster_than_eager",
-    "faster_than_compile",
+    "fast_1",
+    "fast_1_compile",
     "mean_reward",
     "per_task_reward",
     "statuses",
@@ -65,7 +66,7 @@ def learning(report: dict) -> dict:
 
     def point(name: str) -> dict | None:
         got = evals.get(name)
-        return None if got is None else {k: got.get(k) for k in ("pass_rate", "faster_than_eager")}
+        return None if got is None else {k: got.get(k) for k in ("pass_rate", "fast_1")}
 
     warm, after = point("heldout_warmstart"), point("heldout_after")
     gains = None
@@ -143,7 +144,10 @@ def main() -> None:
         "backend": config["backend"],
         "max_new_tokens": config["max_new_tokens"],
         "wall_s": args.wall_s,
-        "evaluations": {k: {f: v.get(f) for f in EVAL_KEYS} for k, v in evals.items()},
+        # a run from before issue 31 recorded fast_1 as faster_than_eager: read under the new name
+        "evaluations": {
+            k: {f: renamed_keys(v).get(f) for f in EVAL_KEYS} for k, v in evals.items()
+        },
         "stage_seconds": seconds,
         "steps": {
             stage: [{k: r.get(k) for k in STEP_KEYS} for r in records if r["stage"] == stage]

@@ -17,7 +17,7 @@ def _rows(correct: list[int], samples: int = 1) -> list[dict]:
     """One row per task: ``correct[i]`` of ``samples`` samples correct, half of those faster."""
     return [
         {"task": f"t{i}", "correct": c > 0, "speedup_vs_eager": 1.5 if c else None,
-         "samples": samples, "samples_correct": c, "samples_faster_than_eager": c}
+         "samples": samples, "samples_correct": c, "samples_fast_1": c}
         for i, c in enumerate(correct)
     ]  # fmt: skip
 
@@ -68,7 +68,7 @@ def test_the_compare_command_prints_the_table_and_writes_json(tmp_path: Path, ca
     printed = capsys.readouterr().out
     assert "40 tasks" in printed and "+50.0%" in printed and "significant" in printed
     saved = json.loads(out.read_text())
-    assert saved["faster_than_eager"]["significant"] and saved["seed"] == 0
+    assert saved["fast_1"]["significant"] and saved["seed"] == 0
 
 
 def test_a_learning_entry_has_both_sides_with_intervals_and_the_gain() -> None:
@@ -78,14 +78,37 @@ def test_a_learning_entry_has_both_sides_with_intervals_and_the_gain() -> None:
     got = learning_entry(warm, rl)
     assert (got["tasks"], got["samples"]) == (64, 1)
     assert got["after_warmstart"]["pass_at_1"] == 24 / 64 and got["after_rl"]["pass_at_1"] == 0.6875
-    low, high = got["after_rl"]["ci95"]["faster_than_eager"]
-    assert low <= got["after_rl"]["faster_than_eager"] <= high
+    low, high = got["after_rl"]["ci95"]["fast_1"]
+    assert low <= got["after_rl"]["fast_1"] <= high
     assert got["gain"]["pass_at_1"] == pytest.approx(20 / 64)
     assert got["gain"]["ci95_low"]["pass_at_1"] > 0 and got["gain"]["significant"]["pass_at_1"]
 
 
 def test_rows_without_the_per_sample_count_leave_that_figure_out() -> None:
-    old = [{k: v for k, v in r.items() if k != "samples_faster_than_eager"}
+    old = [{k: v for k, v in r.items() if k != "samples_fast_1"}
            for r in _rows([0, 2, 1], samples=2)]  # fmt: skip
     got = eval_intervals(old)
-    assert "faster_than_eager_at_1" not in got and got["pass_at_1"]["estimate"] == 0.5
+    assert "fast_1_at_1" not in got and got["pass_at_1"]["estimate"] == 0.5
+
+
+def test_rows_of_an_old_run_give_the_per_sample_count_under_its_old_name() -> None:
+    rows = _rows([0, 2, 1], samples=2)
+    old = [{k.replace("samples_fast_1", "samples_faster_than_eager"): v for k, v in r.items()}
+           for r in rows]  # fmt: skip
+    assert eval_intervals(old) == eval_intervals(rows) and "fast_1_at_1" in eval_intervals(old)
+
+
+def test_the_report_reads_an_old_eval_json_under_the_new_names(tmp_path: Path) -> None:
+    from cuda_agent.runner.report.evaluations import Evaluation, figures_table, gains_table
+
+    old = {"tasks": 2, "pass_rate": 0.5, "faster_than_eager": 0.5, "faster_than_compile": 0.0,
+           "per_task": [], "ci95": {"faster_than_eager": {"estimate": 0.5, "low": 0.0,
+                                                          "high": 1.0}}}  # fmt: skip
+    (tmp_path / "eval.json").write_text(json.dumps(old))
+    e = Evaluation.read(tmp_path, "heldout_after")
+    assert e.result["fast_1"] == 0.5 and e.result["fast_1_compile"] == 0.0
+    assert e.result["ci95"]["fast_1"]["high"] == 1.0
+    assert "fast_1 (best sample)" in figures_table([e])
+    gain = {"before": 0.1, "before_ci95": [0, 0.2], "after": 0.5, "after_ci95": [0.3, 0.7],
+            "gain": 0.4, "ci95_low": 0.2, "ci95_high": 0.6, "significant": True}  # fmt: skip
+    assert 'data-metric="fast_1"' in gains_table("old", {"faster_than_eager": gain, "tasks": 2})

@@ -17,6 +17,7 @@ from cuda_agent.reward import (
     paired_bootstrap,
     paired_gains,
     pass_rate,
+    renamed_keys,
     task_values,
 )
 
@@ -72,11 +73,11 @@ def test_bad_input_is_refused_with_the_reason() -> None:
 
 ROWS = [
     {"task": "a", "correct": True, "speedup_vs_eager": 2.0, "samples": 4, "samples_correct": 2,
-     "samples_faster_than_eager": 1},
+     "samples_fast_1": 1},
     {"task": "b", "correct": True, "speedup_vs_eager": 0.8, "samples": 4, "samples_correct": 4,
-     "samples_faster_than_eager": 0},
+     "samples_fast_1": 0},
     {"task": "c", "correct": False, "speedup_vs_eager": None, "samples": 4, "samples_correct": 0,
-     "samples_faster_than_eager": 0},
+     "samples_fast_1": 0},
 ]  # fmt: skip
 
 
@@ -84,17 +85,27 @@ def test_each_metric_is_the_mean_of_its_task_values() -> None:
     assert task_values(ROWS, "pass_at_1") == [0.5, 1.0, 0.0]
     assert sum(task_values(ROWS, "pass_at_2")) / 3 == pytest.approx(mean_pass_at_k(ROWS, 2))
     assert sum(task_values(ROWS, "pass_rate")) / 3 == pass_rate(ROWS)
-    assert sum(task_values(ROWS, "faster_than_eager")) / 3 == faster_than(ROWS, "eager")
-    assert task_values(ROWS, "faster_than_eager_at_1") == [0.25, 0.0, 0.0]
-    got = intervals(ROWS, ["pass_at_1", "faster_than_eager"], **FAST)
-    assert got["pass_at_1"].estimate == 0.5 and got["faster_than_eager"].estimate == 1 / 3
+    assert sum(task_values(ROWS, "fast_1")) / 3 == faster_than(ROWS, "eager")
+    assert task_values(ROWS, "fast_1_at_1") == [0.25, 0.0, 0.0]
+    got = intervals(ROWS, ["pass_at_1", "fast_1"], **FAST)
+    assert got["pass_at_1"].estimate == 0.5 and got["fast_1"].estimate == 1 / 3
     # one greedy sample: the per-sample share is read from the row's verdict
     greedy = [TaskOutcome("a", True, 1.5, samples=1, samples_correct=1),
               TaskOutcome("b", True, 0.9, samples=1, samples_correct=1)]  # fmt: skip
-    assert task_values(greedy, "faster_than_eager_at_1") == [1.0, 0.0]
+    assert task_values(greedy, "fast_1_at_1") == [1.0, 0.0]
     with pytest.raises(ValueError, match="evaluate it again"):
         task_values([TaskOutcome("a", True, 1.5, samples=2, samples_correct=1)],
-                    "faster_than_eager_at_1")  # fmt: skip
+                    "fast_1_at_1")  # fmt: skip
+
+
+def test_a_row_of_an_old_run_gives_its_per_sample_count_under_the_old_name() -> None:
+    old = [{k.replace("samples_fast_1", "samples_faster_than_eager"): v for k, v in r.items()}
+           for r in ROWS]  # fmt: skip
+    assert task_values(old, "fast_1_at_1") == task_values(ROWS, "fast_1_at_1")
+    assert renamed_keys({"faster_than_eager": 0.5, "fast_1_compile": 0.1}) == {
+        "fast_1": 0.5, "fast_1_compile": 0.1}  # fmt: skip
+    both = {"fast_1": 0.5, "faster_than_eager": 0.2}  # the new name wins; the old is left
+    assert renamed_keys(both) == both
 
 
 def test_paired_gains_match_tasks_by_name_whatever_their_order() -> None:

@@ -10,10 +10,10 @@ composed over ``eval.json`` rows (no math here).
 The metrics (``METRICS``), each a mean over tasks of a per-task value:
 
 - ``pass_at_1``: the share of a task's samples whose best kernel is correct (c / n), averaged;
-- ``faster_than_eager_at_1``: the share of a task's samples whose best kernel is correct and
-  faster than eager, averaged;
-- ``pass_rate`` and ``faster_than_eager``: the same of the task's best kernel over all its
-  samples (pass@n and "faster@n"): ``eval.json``'s figures of the same names;
+- ``fast_1_at_1``: the share of a task's samples whose best kernel is correct and faster than
+  eager (speedup > 1, KernelBench's fast_p at p = 1), averaged;
+- ``pass_rate`` and ``fast_1``: the same of the task's best kernel over all its samples (pass@n
+  and "fast_1@n"): ``eval.json``'s figures of the same names;
 - ``pass_at_<k>`` for the other k of the evaluation's ``pass_at_k``.
 
 With one greedy sample per task the ``_at_1`` figures equal the best-kernel ones.
@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.reward import intervals, paired_gains
+from cuda_agent.reward import intervals, paired_gains, renamed_keys
 
-METRICS = ("pass_at_1", "faster_than_eager_at_1", "pass_rate", "faster_than_eager")
+METRICS = ("pass_at_1", "fast_1_at_1", "pass_rate", "fast_1")
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 0  # fixed: the same rows always give the same interval
@@ -38,12 +38,13 @@ def _metrics(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     least = min((int(r.get("samples", 1)) for r in rows), default=1)
     ks = [k for k in (2, 5, 10, 20, 50, 100) if k <= least]
     # rows written before the per-sample count was recorded (several samples, no count) have
-    # no faster_than_eager_at_1: left out rather than failing a finished evaluation
+    # no fast_1_at_1: left out rather than failing a finished evaluation (a row of an old run
+    # has the count under its old name, samples_faster_than_eager: renamed_keys reads it)
     known = all(
-        r.get("samples_faster_than_eager") is not None or int(r.get("samples", 1)) == 1
+        renamed_keys(r).get("samples_fast_1") is not None or int(r.get("samples", 1)) == 1
         for r in rows
     )
-    metrics = [m for m in METRICS if known or m != "faster_than_eager_at_1"]
+    metrics = [m for m in METRICS if known or m != "fast_1_at_1"]
     return [*metrics, *(f"pass_at_{k}" for k in ks)]
 
 
@@ -103,11 +104,11 @@ def learning_entry(
     warmstart: Sequence[Mapping[str, Any]], rl: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """One evaluation set's block of a learning figure: the same tasks evaluated after the warm
-    start and after RL, each side's ``pass_at_1``, ``faster_than_eager`` (best kernel of the
-    task's samples), ``faster_than_eager_at_1`` and their ``ci95`` (``[low, high]``), and the
+    start and after RL, each side's ``pass_at_1``, ``fast_1`` (best kernel of the task's
+    samples), ``fast_1_at_1`` and their ``ci95`` (``[low, high]``), and the
     ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``)."""
     c = compare(warmstart, rl)
-    shown = [m for m in ("pass_at_1", "faster_than_eager", "faster_than_eager_at_1") if m in c]
+    shown = [m for m in ("pass_at_1", "fast_1", "fast_1_at_1") if m in c]
 
     def side(which: str) -> dict[str, Any]:
         return {

@@ -2,7 +2,8 @@
 
 Used by ``cuda-agent eval`` (and by the trainer for held-out evaluation). Each task gets
 ``samples`` episodes of up to ``turns`` turns; its best kernel is the best turn over all of
-them (highest reward; among equals a correct one, then the highest speedup over eager). Layout
+them (``cuda_agent.agent.best_of``: highest reward; among equals a correct one, then the
+highest speedup over eager). Layout
 of an output directory::
 
     eval_config.json   the settings (a resumed evaluation must use the same ones)
@@ -34,12 +35,13 @@ from cuda_agent.agent import (
     AgentConfig,
     Episode,
     SamplingParams,
-    Turn,
+    best_of,
+    best_outcome,
     episode_to_json,
     run_episodes,
 )
 from cuda_agent.kernel_sandbox import Task
-from cuda_agent.reward import summary
+from cuda_agent.reward import faster_than, summary
 
 from .checkpoint import MetricsWriter, write_json_atomic, write_text_atomic
 from .comparison import eval_intervals
@@ -76,8 +78,10 @@ def evaluate_tasks(
     at once and a rerun resumes; without it nothing is written. ``model`` names the policy in
     the config. Raises EvaluationError when the policy produced no answer at all for a task.
     """
-    if turns < 1 or samples < 1 or batch < 1:
-        raise ValueError("turns, samples and batch must be >= 1")
+    # (AgentConfig checks the turns: max_turns >= 1)
+    agent = dataclasses.replace(agent_config or AgentConfig(), max_turns=turns)
+    if samples < 1 or batch < 1:
+        raise ValueError("samples and batch must be >= 1")
     names = [t.name for t in tasks]
     if len(set(names)) != len(names):
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -104,7 +108,6 @@ def evaluate_tasks(
     todo = [t for t in tasks if t.name not in done]
     if len(todo) < len(tasks):
         log(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already evaluated")
-    agent = dataclasses.replace(agent_config or AgentConfig(), max_turns=turns)
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="cuda-agent eval",
                unit="task", disable=not progress)  # fmt: skip
     try:
@@ -146,24 +149,6 @@ def evaluate_tasks(
     return result
 
 
-def _speedup_key(turn: Turn) -> tuple[float, bool, float]:
-    r = turn.result
-    correct = r is not None and r.correct
-    fast = (r.speedup_vs_eager or 0.0) if r is not None and correct else 0.0
-    return (turn.reward, correct, fast)
-
-
-def best_of(episodes: Sequence[Episode]) -> tuple[Episode, Turn] | None:
-    """The episode and turn of a task's best kernel over its episodes: the highest reward,
-    among equals a correct one, then the fastest against eager, then the earliest."""
-    best: tuple[Episode, Turn] | None = None
-    for e in episodes:
-        for t in e.turns:
-            if best is None or _speedup_key(t) > _speedup_key(best[1]):
-                best = (e, t)
-    return best
-
-
 def episode_record(episode: Episode) -> dict[str, Any]:
     """``episode_to_json`` without the token ids and log-probs (what a reader of the answers
     needs, a fraction of the size); ``episode_from_json`` reads it back."""
@@ -175,18 +160,16 @@ def episode_record(episode: Episode) -> dict[str, Any]:
 
 def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], str | None]:
     """A task's row (``cuda_agent.reward.TaskOutcome``'s fields and more) from its episodes,
-    and the source of its best kernel (None when the best turn had no code)."""
+    and the source of its best kernel (None when the best turn had no code). The best kernel
+    is ``best_of`` the episodes; ``samples_correct`` and ``samples_fast_1`` count the episodes
+    whose best kernel (``best_outcome``) is correct, and correct with speedup > 1 (fast_1)."""
     best = best_of(episodes)
-    samples_correct = samples_faster = 0
-    for e in episodes:
-        b = e.best_turn
-        r = e.turns[b].result if b is not None else None
-        samples_correct += r is not None and r.correct
-        samples_faster += r is not None and r.correct and (r.speedup_vs_eager or 0.0) > 1.0
+    outcomes = [best_outcome(e) for e in episodes]
     row: dict[str, Any] = {"task": task, "correct": False, "speedup_vs_eager": None,
                            "speedup_vs_compile": None, "samples": len(episodes),
-                           "samples_correct": samples_correct,
-                           "samples_faster_than_eager": samples_faster}  # fmt: skip
+                           "samples_correct": sum(o.correct for o in outcomes),
+                           "samples_fast_1": int(sum(faster_than([o], "eager", 1.0)
+                                                     for o in outcomes))}  # fmt: skip
     if best is None:  # no episode got as far as a turn
         row.update(best_reward=None, status="no_answer", flags=[], turns=0, best_turn=None,
                    stop_reason=episodes[0].stop_reason if episodes else "")  # fmt: skip

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.reward import renamed_keys
 from cuda_agent.runner.checkpoint import MetricsWriter
 
 __all__ = ["RunMetrics", "StageProgress", "plot_curves"]
@@ -133,7 +134,7 @@ _CURVES: dict[str, list[str]] = {
     "lengths": ["mean_response_tokens", "turns_per_episode"],
     "throughput": ["tokens_per_s"],
 }
-_HELDOUT = ["pass_rate", "faster_than_eager", "faster_than_compile"]
+_HELDOUT = ["pass_rate", "fast_1", "fast_1_compile"]
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
@@ -170,7 +171,8 @@ def plot_curves(metrics_path: Path | str, out_dir: Path | str) -> list[Path]:
     for record in records:
         stage = str(record.get("stage", "run"))
         if stage.startswith(("eval", "heldout")):
-            evals.append((stage, record))
+            # an old run's record names fast_1 faster_than_eager: read under its new name
+            evals.append((stage, renamed_keys(record)))
             continue
         position = order.get(stage, 0)
         order[stage] = position + 1

@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent import Episode, episode_from_json
+from cuda_agent.reward import renamed_keys
 
 from .page import Raw, esc, interval, pct, table, times
 
-# The figures shown with their intervals, in this order, and how a person reads their names.
+# The figures shown with their intervals, in this order, and how a person reads their names
+# (fast_1: correct and speedup > 1 against eager, KernelBench's fast_p at p = 1).
 SHOWN = {
     "pass_at_1": "pass@1",
-    "faster_than_eager_at_1": "faster than eager@1",
+    "fast_1_at_1": "fast_1@1",
     "pass_rate": "pass rate (best sample)",
-    "faster_than_eager": "faster than eager (best sample)",
+    "fast_1": "fast_1 (best sample)",
 }
 # An evaluation stage's name ending -> when it ran.
 WHEN = {"before": "before training", "warmstart": "after the warm start", "after": "after training"}
@@ -37,7 +39,12 @@ class Evaluation:
 
     @classmethod
     def read(cls, path: Path, name: str = "") -> Evaluation:
-        return cls(name or path.name, path, json.loads((path / "eval.json").read_text()))
+        """The evaluation in ``path``; an old ``eval.json`` names fast_1 faster_than_eager (and
+        the others of ``OLD_NAMES``): its figures and intervals are read under the new names."""
+        result = renamed_keys(json.loads((path / "eval.json").read_text()))
+        if isinstance(result.get("ci95"), Mapping):
+            result["ci95"] = renamed_keys(result["ci95"])
+        return cls(name or path.name, path, result)
 
     @property
     def label(self) -> str:
@@ -63,13 +70,13 @@ class Evaluation:
 
 
 def figures_table(evaluations: Sequence[Evaluation]) -> str:
-    """One row per evaluation: the tasks, each ``SHOWN`` figure with its interval, faster than
+    """One row per evaluation: the tasks, each ``SHOWN`` figure with its interval, fast_1 against
     ``torch.compile`` and the geometric-mean speedups (over the correct kernels)."""
     shown = [m for m in SHOWN if any(m in (e.result.get("ci95") or {}) for e in evaluations)]
     if not shown:  # an eval.json from before the intervals: the figures alone
-        shown = ["pass_rate", "faster_than_eager"]
+        shown = ["pass_rate", "fast_1"]
     head = ["evaluation", "tasks", *(SHOWN[m] for m in shown)]
-    head += ["faster than compile", "geomean vs eager", "geomean vs compile"]
+    head += ["fast_1 vs compile", "geomean vs eager", "geomean vs compile"]
     rows, attrs = [], []
     for e in evaluations:
         r, ci = e.result, e.result.get("ci95") or {}
@@ -80,7 +87,7 @@ def figures_table(evaluations: Sequence[Evaluation]) -> str:
                 interval(got["estimate"], got["low"], got["high"]) if got else pct(r.get(m))
             )
         cells += [
-            pct(r.get("faster_than_compile")),
+            pct(r.get("fast_1_compile")),
             times(r.get("geomean_speedup_vs_eager")),
             times(r.get("geomean_speedup_vs_compile")),
         ]
@@ -90,6 +97,7 @@ def figures_table(evaluations: Sequence[Evaluation]) -> str:
                        if (e.result.get("ci95") or {}).get("confidence")), 0.95)  # fmt: skip
     note = (
         f'<p class="note">[low, high]: the {confidence:.0%} bootstrap interval over tasks. '
+        "fast_1: correct and faster than eager (speedup > 1, KernelBench's fast_p at p = 1). "
         "@1: the mean over each task's samples; best sample: the best kernel of its samples. "
         "Geometric means are over the correct kernels; torch.compile is timed on CUDA only, "
         "unless the evaluation asked for it.</p>"
@@ -100,9 +108,10 @@ def figures_table(evaluations: Sequence[Evaluation]) -> str:
 
 def gains_table(title: str, comparison: Mapping[str, Any]) -> str:
     """A ``comparison.compare`` result: each metric before and after with its own interval,
-    the gain with its paired interval, marked where that interval excludes zero."""
+    the gain with its paired interval, marked where that interval excludes zero. An old run's
+    comparison names fast_1 faster_than_eager: read under the new names."""
     rows, attrs = [], []
-    for metric, v in comparison.items():
+    for metric, v in renamed_keys(comparison).items():
         if not isinstance(v, Mapping):
             continue
         rows.append(

@@ -41,6 +41,7 @@ from cuda_agent.reward.metrics import (
     mean_pass_at_k,
     pass_at_k,
     pass_rate,
+    renamed_keys,
     summary,
 )
 
@@ -70,6 +71,7 @@ __all__ = [
     "paired_gains",
     "pass_at_k",
     "pass_rate",
+    "renamed_keys",
     "speedup",
     "summary",
     "task_values",

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .metrics import SPEEDUP_KEYS, Row, TaskOutcome, pass_at_k
+from .metrics import Row, TaskOutcome, faster_than, pass_at_k, renamed_keys
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_CONFIDENCE = 0.95
@@ -124,18 +124,18 @@ def paired_bootstrap(
     return bootstrap_mean(gains, confidence=confidence, resamples=resamples, seed=seed)
 
 
-def _faster_share(row: TaskOutcome, extra: Mapping[str, Any] | None) -> float:
-    """The share of a task's samples whose best kernel was correct and faster than eager."""
-    count = (extra or {}).get("samples_faster_than_eager")
+def _fast_1_share(row: TaskOutcome, extra: Mapping[str, Any] | None) -> float:
+    """The share of a task's samples whose best kernel was correct and faster than eager
+    (speedup > 1). A row of an old run has the count under its old name (``OLD_NAMES``)."""
+    count = renamed_keys(extra or {}).get("samples_fast_1")
     if count is not None:
         if not 0 <= int(count) <= row.samples:
-            raise ValueError(f"task {row.task!r}: samples_faster_than_eager not in 0..samples")
+            raise ValueError(f"task {row.task!r}: samples_fast_1 not in 0..samples")
         return int(count) / row.samples
     if row.samples == 1:  # one sample: its best kernel is the task's
-        s = row.speedup_vs_eager
-        return float(row.correct and s is not None and s > 1.0)
+        return faster_than([row], "eager", 1.0)
     raise ValueError(
-        f"task {row.task!r} has {row.samples} samples and no samples_faster_than_eager: "
+        f"task {row.task!r} has {row.samples} samples and no samples_fast_1: "
         "evaluate it again with this version (the per-sample count is recorded since)"
     )
 
@@ -145,12 +145,12 @@ def task_values(rows: Iterable[Row], metric: str) -> list[float]:
 
     - ``pass_at_<k>``: ``pass_at_k(n_i, c_i, k)`` (``pass_at_1`` is ``c_i / n_i``);
     - ``pass_rate``: 1 if the task's best kernel over its samples is correct, else 0;
-    - ``faster_than_eager``: 1 if that kernel is correct and faster than eager (speedup > 1);
-    - ``faster_than_eager_at_1``: the share of the task's samples whose best kernel is correct
-      and faster than eager (a row's ``samples_faster_than_eager``; with one sample, the same
-      as ``faster_than_eager``).
+    - ``fast_1``: 1 if that kernel is correct and faster than eager (speedup > 1: KernelBench's
+      fast_p at p = 1);
+    - ``fast_1_at_1``: the share of the task's samples whose best kernel is correct and
+      faster than eager (a row's ``samples_fast_1``; with one sample, the same as ``fast_1``).
 
-    With one greedy sample per task, all of ``pass_at_1``, ``pass_rate`` and the two faster
+    With one greedy sample per task, all of ``pass_at_1``, ``pass_rate`` and the two fast_1
     shares are 0/1 per task. ``ValueError`` naming an unknown metric.
     """
     raw = list(rows)
@@ -160,20 +160,14 @@ def task_values(rows: Iterable[Row], metric: str) -> list[float]:
         return [pass_at_k(r.samples, r.samples_correct, k) for r in outcomes]
     if metric == "pass_rate":
         return [float(r.correct) for r in outcomes]
-    if metric == "faster_than_eager":
-        key = SPEEDUP_KEYS["eager"]
+    if metric == "fast_1":
+        return [faster_than([r], "eager", 1.0) for r in outcomes]
+    if metric == "fast_1_at_1":
         return [
-            float(r.correct and (s := getattr(r, key)) is not None and s > 1.0) for r in outcomes
-        ]
-    if metric == "faster_than_eager_at_1":
-        return [
-            _faster_share(r, None if isinstance(x, TaskOutcome) else x)
+            _fast_1_share(r, None if isinstance(x, TaskOutcome) else x)
             for r, x in zip(outcomes, raw, strict=True)
         ]
-    raise ValueError(
-        f"unknown metric {metric!r}: pass_at_<k>, pass_rate, faster_than_eager or "
-        "faster_than_eager_at_1"
-    )
+    raise ValueError(f"unknown metric {metric!r}: pass_at_<k>, pass_rate, fast_1 or fast_1_at_1")
 
 
 def intervals(

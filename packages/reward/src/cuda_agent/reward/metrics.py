@@ -1,6 +1,11 @@
 """Benchmark metrics over per-task outcomes: pass rate, KernelBench's fast_p, geometric-mean
 speedups and the unbiased pass@k estimator.
 
+Names: ``fast_1`` is KernelBench's rule, correct and ``speedup > 1`` (fast_p at p = 1);
+``faster_than_eager`` is kept for the reference system's rule, the milestone reward's faster
+by a margin beyond the measured noise (``milestone_reward``, ``is_faster``). Each name means
+one thing in every file.
+
 A row is one task's outcome: a `TaskOutcome` or a mapping with its fields (extra keys are
 ignored, so rows read back from JSON with more in them work as they are). Every share is over
 ALL tasks (a task without a correct kernel counts as a miss); an empty set of rows has shares
@@ -18,6 +23,25 @@ SPEEDUP_KEYS = {"eager": "speedup_vs_eager", "compile": "speedup_vs_compile"}
 DEFAULT_PS: tuple[float, ...] = (0, 0.5, 0.8, 1, 1.5, 2)
 # pass@k reported by default: those of these that every task has the samples for.
 DEFAULT_KS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+# Keys renamed by issue 31 (new name -> the old one, which meant speedup > 1 under a name the
+# milestone reward also used): readers of an old run's files look a key up under its old name
+# when the new one is missing (``renamed_keys``).
+OLD_NAMES = {
+    "fast_1": "faster_than_eager",
+    "fast_1_compile": "faster_than_compile",
+    "fast_1_at_1": "faster_than_eager_at_1",
+    "samples_fast_1": "samples_faster_than_eager",
+}
+
+
+def renamed_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``mapping`` (an old run's record) with each old key of ``OLD_NAMES`` under its
+    new name, unless the new name is already there (then the old key is left as it is)."""
+    old_to_new = {old: new for new, old in OLD_NAMES.items()}
+    return {
+        (old_to_new[k] if k in old_to_new and old_to_new[k] not in mapping else k): v
+        for k, v in mapping.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -149,9 +173,10 @@ def summary(
     ps: Sequence[float] = DEFAULT_PS,
     ks: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Every metric at once (shares in 0..1; "faster" is speedup > 1):
+    """Every metric at once (shares in 0..1):
 
-    ``pass_rate``, ``faster_than_eager``, ``faster_than_compile``,
+    ``pass_rate``, ``fast_1`` and ``fast_1_compile`` (fast_p at p = 1: correct and
+    speedup > 1 against eager, against ``torch.compile``),
     ``geomean_speedup_vs_eager``, ``geomean_speedup_vs_compile``, ``fast_p`` (vs eager) and
     ``fast_p_compile`` keyed by ``p_label(p)``, ``pass_at_k`` keyed by ``str(k)``, ``tasks``.
     ``ks=None`` reports those of ``DEFAULT_KS`` that every task has the samples for.
@@ -162,8 +187,8 @@ def summary(
         ks = [k for k in DEFAULT_KS if k <= least]
     return {
         "pass_rate": pass_rate(outcomes),
-        "faster_than_eager": faster_than(outcomes, "eager", 1.0),
-        "faster_than_compile": faster_than(outcomes, "compile", 1.0),
+        "fast_1": faster_than(outcomes, "eager", 1.0),
+        "fast_1_compile": faster_than(outcomes, "compile", 1.0),
         "geomean_speedup_vs_eager": geomean_speedup(outcomes, "eager"),
         "geomean_speedup_vs_compile": geomean_speedup(outcomes, "compile"),
         "fast_p": {p_label(p): faster_than(outcomes, "eager", p) for p in ps},
