@@ -27,6 +27,7 @@ import torch
 
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.policy import Policy, PolicyConfig
+from cuda_agent.reward import renamed_keys
 
 from .budget import resolve_budget, warmstart_examples
 from .checkpoint import load_state, replace_dir, write_json_atomic
@@ -209,8 +210,9 @@ def train(
         for when in ("before", "warmstart", "after"):
             if when == "warmstart" and f"{name}_{when}" not in e:
                 continue
-            got = e.get(f"{name}_{when}", {})
-            for key in ("mean_reward", "pass_rate", "faster_than_eager"):
+            # a run resumed from before issue 31 recorded fast_1 as faster_than_eager
+            got = renamed_keys(e.get(f"{name}_{when}", {}))
+            for key in ("mean_reward", "pass_rate", "fast_1"):
                 summary[f"{name}_{key}_{when}"] = got.get(key)
     for name, _ in evals:
         # paired over the same tasks: what the whole run adds, and what RL adds to the warm start

@@ -1,6 +1,6 @@
 """Evaluation stages: held-out (and training) tasks before and after training, with the
-reference system's metrics (``evaluate.evaluate_tasks``: pass rate, faster than eager and
-than compile, geometric-mean speedups, fast_p; each with its 95% bootstrap interval over the
+reference system's metrics (``evaluate.evaluate_tasks``: pass rate, fast_1 against eager and
+against compile, geometric-mean speedups, fast_p; each with its 95% bootstrap interval over the
 tasks in ``ci95``). ``eval_samples`` episodes of ``eval_turns`` turns per task at
 ``eval_temperature`` (1 and 0 by default: greedy); each writes ``eval/<name>/eval.json``
 and resumes from the tasks it had finished.
@@ -20,8 +20,8 @@ from ..evaluate import evaluate_tasks
 
 KEYS = (
     "pass_rate",
-    "faster_than_eager",
-    "faster_than_compile",
+    "fast_1",
+    "fast_1_compile",
     "geomean_speedup_vs_eager",
     "geomean_speedup_vs_compile",
     "fast_p",

@@ -7,8 +7,16 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from cuda_agent.agent import AgentConfig, Episode, RolloutBatch, SamplingParams, run_episodes
+from cuda_agent.agent import (
+    AgentConfig,
+    Episode,
+    RolloutBatch,
+    SamplingParams,
+    best_outcome,
+    run_episodes,
+)
 from cuda_agent.kernel_sandbox import Task
+from cuda_agent.reward import faster_than, pass_rate
 
 from ..context import Run
 
@@ -43,22 +51,20 @@ def collect(
 
 
 def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
-    """Rewards, correctness, speed and lengths of a batch of episodes (its best turns)."""
+    """Rewards, correctness, speed and lengths of a batch of episodes. Each episode's best turn
+    (``best_outcome``) is a benchmark row: ``pass_rate`` and ``fast_1`` (correct and speedup > 1,
+    KernelBench's fast_p at p = 1) are ``cuda_agent.reward.metrics``' over those rows."""
     n = max(1, len(episodes))
-    best = [e.turns[e.best_turn] for e in episodes if e.best_turn is not None]
-    speedups = [
-        t.result.speedup_vs_eager
-        for t in best
-        if t.result is not None and t.result.correct and t.result.speedup_vs_eager
-    ]
+    rows = [best_outcome(e) for e in episodes]
+    speedups = [r.speedup_vs_eager for r in rows if r.correct and r.speedup_vs_eager]
     turns = [t for e in episodes for t in e.turns]
     return {
         "mean_reward": statistics.fmean(e.best_reward or 0.0 for e in episodes)
         if episodes
         else 0.0,
         "mean_turn_reward": statistics.fmean(t.reward for t in turns) if turns else 0.0,
-        "pass_rate": sum(t.result is not None and t.result.correct for t in best) / n,
-        "faster_than_eager": sum(s > 1 for s in speedups) / n,
+        "pass_rate": pass_rate(rows),
+        "fast_1": faster_than(rows, "eager", 1.0),
         "frac_parsed": sum(t.candidate is not None for t in turns) / max(1, len(turns)),
         "frac_truncated": sum(t.finish_reason == "length" for t in turns) / max(1, len(turns)),
         "mean_speedup_vs_eager": statistics.fmean(speedups) if speedups else None,

@@ -1,7 +1,9 @@
 """Warm start: supervised fine-tuning on the training tasks' reference solutions.
 
-The answer format is exactly what rollouts parse: one fenced Python block with ModelNew
-(``budget.answer_text``); the run's answer budget holds the longest (``budget.py``). The loss is
+The prompt is a task's first prompt as rollouts render it (``cuda_agent.agent.first_prompt_ids``)
+and the answer is in exactly the format rollouts parse: one fenced Python block with ModelNew
+(``cuda_agent.agent.answer_text``); the run's answer budget holds the longest (``budget.py``,
+which builds the examples). The loss is
 the token-mean negative log-likelihood of the answers (``loss.sft_loss``).
 """
 
