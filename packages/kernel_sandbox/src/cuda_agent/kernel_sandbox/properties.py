@@ -230,9 +230,9 @@ def check_candidate(
         failures = [e for e in _leaves(flaky) if isinstance(e, _CaseFailed)]
         if not failures:
             raise
-        failure = failures[0]
-        flagged = replace(failure.result, flags=(*failure.result.flags, "flaky"))
-        return PropertyReport(False, evaluated, failure.case, flagged, "drawn", above_case)
+        first = failures[0]
+        flagged = replace(first.result, flags=(*first.result.flags, "flaky"))
+        return PropertyReport(False, evaluated, first.case, flagged, "drawn", above_case)
     if above is not None and not above[1].correct:
         return PropertyReport(False, evaluated, above[0], above[1], "above_visible", above_case)
     return PropertyReport(True, evaluated, above_visible=above_case)
