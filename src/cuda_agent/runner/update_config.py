@@ -50,8 +50,8 @@ def _reads(flag: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class GroupAdvantage:
     """Each turn's return ``G_k = sum_{j>=k} turn_discount^(j-k) r_j``, normalised against every
-    turn of its group (``grpo``: ``(G - mean) / std``; ``dr_grpo``: ``G - mean``; ``rloo``: the
-    mean of the other members left out), spread over the turn's tokens."""
+    turn of its group (``grpo``: ``(G - mean) / std``; ``dr_grpo``: ``G - mean``; ``rloo``: ``G``
+    less the mean of the group's other turns), spread over the turn's tokens."""
 
     kind: GroupKind = field(default="grpo", metadata=_reads("advantage"))
     turn_discount: float = field(default=0.4, metadata=_reads("turn_discount"))
