@@ -13,7 +13,19 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from cuda_agent.agent.episode import History
 from cuda_agent.rl_core import AggregationMode
 
-from . import update_config as U
+from .update_config import (
+    AdvantageKind,
+    GaeAdvantage,
+    GroupKind,
+    GuardAction,
+    RLStage,
+    UpdateConfig,
+    build,
+    toml_names,
+)
+from .update_config import (
+    update_config as build_update_config,
+)
 
 Backend = Literal["auto", "cpu", "cuda"]  # kernel_sandbox.SandboxConfig's
 
@@ -82,7 +94,7 @@ class TrainConfig:
     updates_per_batch: int = 1  # optimizer steps per rollout batch (PPO mini-batches)
     # single-turn RL warm-up
     rl_warmup_steps: int = 0
-    rl_warmup_advantage: U.GroupKind = "grpo"
+    rl_warmup_advantage: GroupKind = "grpo"
     # trajectory collection and rejection fine-tuning
     rft_tasks: int = 0  # training tasks whose episodes are collected (0: stage off)
     rft_samples: int = 2
@@ -98,7 +110,7 @@ class TrainConfig:
     lr: float = 2e-5
     turns: int = 1
     history: History = "full"
-    advantage: U.AdvantageKind = "grpo"  # the group kinds, or gae (PPO with the critic)
+    advantage: AdvantageKind = "grpo"  # the group kinds, or gae (PPO with the critic)
     turn_discount: float = 0.4  # credit across turns of the group advantages (Kevin's 0.4)
     gae_lambda: float = 0.95
     value_clip: float = 0.2
@@ -106,7 +118,7 @@ class TrainConfig:
     guard_max_ratio: float = 20.0  # largest trainer / sampler importance ratio
     guard_min_ess: float = 0.2  # effective sample size of the ratios
     guard_min_entropy: float = 0.0  # mean token entropy (0: unchecked)
-    guard_action: U.GuardAction = "skip"
+    guard_action: GuardAction = "skip"
     # LoRA
     lora_rank: int = 16
     lora_alpha: int = 32
@@ -153,14 +165,14 @@ class TrainConfig:
         if self.update_config("rl").advantage.needs_critic and self.history != "full":
             raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")
 
-    def update_config(self, stage: U.RLStage = "rl") -> U.UpdateConfig:
+    def update_config(self, stage: RLStage = "rl") -> UpdateConfig:
         """The RL update of ``stage`` (``rl`` or ``rl_warmup``) as one typed value."""
-        return U.update_config(self, stage)
+        return build_update_config(self, stage)
 
     @property
-    def critic(self) -> U.GaeAdvantage:
+    def critic(self) -> GaeAdvantage:
         """The critic's settings: GAE's in the rl stage, and the value stage's."""
-        advantage: U.GaeAdvantage = U.build(U.GaeAdvantage, self)
+        advantage: GaeAdvantage = build(GaeAdvantage, self)
         return advantage
 
     @property
@@ -254,9 +266,9 @@ def _flat(data: dict[str, Any], label: str) -> dict[str, Any]:
             prefix = "" if key == "rl" else f"{key}_"
             for name, setting in value.items():
                 if key in ("rl", "rl_warmup") and isinstance(setting, dict):
-                    stage: U.RLStage = "rl" if key == "rl" else "rl_warmup"
+                    stage: RLStage = "rl" if key == "rl" else "rl_warmup"
                     try:  # [rl.loss] and the like: the tables of the typed update
-                        pairs += U.toml_names(stage, name, setting).items()
+                        pairs += toml_names(stage, name, setting).items()
                     except ValueError as exc:
                         raise ValueError(f"{label}: {exc}") from None
                 else:
