@@ -48,12 +48,12 @@ def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
     ``task_sets`` ("builtin" or "all", "starter", "compact", "synth", "heldout-ops",
     "heldout-compositions", "kernelbench-l1-subset" read from ``kernelbench``; ``set:N`` its first
     N), several joined by "+"."""
-    from .task_sets import EVAL_SETS, TRAINING_SETS, load_set
+    from .task_sets import EVAL_SETS, TRAINING_SETS, load_set, set_and_count
 
     named = {*TRAINING_SETS, *EVAL_SETS, "all"}
     parts = spec.split("+")
     for part in parts:
-        if part not in named and part.rpartition(":")[0] not in named and not Path(part).exists():
+        if set_and_count(part)[0] not in named and not Path(part).exists():
             raise TaskError(
                 f"no task file or directory {part} (or name a set: {', '.join(sorted(named))})"
             )

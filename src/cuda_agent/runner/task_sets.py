@@ -55,17 +55,26 @@ def heldout_guard() -> tuple[set[str], dict[str, str]]:
     return families, sources
 
 
+def set_and_count(source: str) -> tuple[str, int | None]:
+    """``(name, N)`` for a named set's first N tasks (``NAME:N``), else ``(source, None)``;
+    ValueError when N is not a positive integer."""
+    name, colon, count = source.rpartition(":")
+    if not colon or name not in (*TRAINING_SETS, *EVAL_SETS):
+        return source, None
+    if not count.isdigit() or int(count) < 1:
+        raise ValueError(f"{source}: a set's subset is its first N tasks, N a positive integer")
+    return name, int(count)
+
+
 def load_set(source: str, kernelbench: str = "") -> list[Task]:
     """Tasks of ``source``: a named set (module docstring), a directory or file, or several
     joined by ``+``. ``kernelbench`` is the KernelBench checkout ``kernelbench-l1-subset``
     loads from (empty: ``$CUDA_AGENT_KERNELBENCH``)."""
     if "+" in source:
         return [task for part in source.split("+") for task in load_set(part, kernelbench)]
-    name, colon, count = source.rpartition(":")
-    if colon and name in (*TRAINING_SETS, *EVAL_SETS):
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"{source}: a set's subset is its first N tasks, N a positive integer")
-        return load_set(name, kernelbench)[: int(count)]
+    name, count = set_and_count(source)
+    if count is not None:
+        return load_set(name, kernelbench)[:count]
     if source == "builtin":
         return builtin_tasks()
     if source == "starter":
