@@ -305,9 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return report.run(args)
     if args.command == "train":
-        from .budget import BudgetError
-        from .deadline import EX_TEMPFAIL, Deadline, DeadlineStop
-        from .train import train
+        from . import distributed
 
         try:
             if args.resume:
@@ -326,39 +324,53 @@ def main(argv: list[str] | None = None) -> int:
                 config = dataclasses.replace(config, **{**changes, "out": str(run_dir)})
             else:
                 config = _config(args)
+            distributed.check(config)  # under torchrun: work for every process
         except ValueError as exc:
             print(f"cuda-agent: {exc}", file=sys.stderr)
             return 2
-        from cuda_agent.kernel_sandbox import TaskError
-        from cuda_agent.policy import ModelNotAvailableError
-
-        from .context import StabilityError
-        from .task_sets import TaskSetError
-
-        at = _deadline(args)
         try:
-            summary = train(
-                config,
-                log=_log(args.json) if args.json else print,
-                progress=not args.quiet,
-                deadline=None if at is None else Deadline(at),
-            )
-        except DeadlineStop as exc:  # one line: where it stopped and how to go on
+            return _train_command(args, config, _deadline(args))
+        finally:
+            distributed.shutdown()  # under torchrun: leave the process group cleanly
+    return 0
+
+
+def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | None) -> int:
+    """``cuda-agent train`` once its config is read: the run, and its exit code."""
+    from cuda_agent.kernel_sandbox import TaskError
+    from cuda_agent.policy import ModelNotAvailableError
+
+    from . import distributed
+    from .budget import BudgetError
+    from .context import StabilityError
+    from .deadline import EX_TEMPFAIL, Deadline, DeadlineStop
+    from .task_sets import TaskSetError
+    from .train import train
+
+    try:
+        summary = train(
+            config,
+            log=_log(args.json) if args.json else print,
+            progress=not args.quiet,
+            deadline=None if at is None else Deadline(at),
+        )
+    except DeadlineStop as exc:  # one line: where it stopped and how to go on
+        if distributed.is_main():
             print(f"cuda-agent: {exc}", file=sys.stderr)
-            return EX_TEMPFAIL
-        except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
-            # A user's mistake (a model or task that is not there): say what to do, no traceback.
-            print(f"cuda-agent: {exc}", file=sys.stderr)
-            return 2
-        except StabilityError as exc:
-            print(
-                f"cuda-agent: {exc}; the run is resumable: --resume RUN_DIR with other bounds "
-                "(--guard-...) or --guard-action skip",
-                file=sys.stderr,
-            )
-            return 3
-        if args.json:
-            print(json.dumps(summary, indent=2))
+        return EX_TEMPFAIL
+    except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
+        # A user's mistake (a model or task that is not there): say what to do, no traceback.
+        print(f"cuda-agent: {exc}", file=sys.stderr)
+        return 2
+    except StabilityError as exc:
+        print(
+            f"cuda-agent: {exc}; the run is resumable: --resume RUN_DIR with other bounds "
+            "(--guard-...) or --guard-action skip",
+            file=sys.stderr,
+        )
+        return 3
+    if args.json and distributed.is_main():  # (rank 0 speaks for the run)
+        print(json.dumps(summary, indent=2))
     return 0
 
 

@@ -8,6 +8,10 @@ state, whose ``metrics_bytes`` cuts the line again on resume, so the step is red
 Every step, evaluation and collection is a unit (``Run.unit``): with a deadline given to this
 invocation (``deadline.py``) a unit not expected to finish before it is not started, and the
 invocation stops at that boundary (``DeadlineStop``) with everything before it committed.
+
+Under several processes (``distributed.py``) every process runs the same stages and keeps the
+same state; rank 0 alone writes it (metrics, checkpoints, ``state.json``), and the decisions
+that end work early (the deadline, the training budget) are agreed, so all stop together.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ import torch
 from cuda_agent.kernel_sandbox import Sandbox, Task
 from cuda_agent.policy import Policy, PolicyOptimizer, ValueModel
 
+from . import distributed as D
 from .checkpoint import RunState, replace_dir, save_state
 from .config import TrainConfig
-from .deadline import Deadline
+from .deadline import Deadline, DeadlineStop
 
 Log = Callable[[str], None]
 
@@ -63,6 +68,7 @@ class Run:
     def critic(self) -> ValueModel:
         if self.value is None:
             self.value = ValueModel.from_policy(self.policy)
+            D.synchronize(self.value.trainable_parameters())  # (several processes)
         return self.value
 
     def optimizer(self, name: str, lr: float, critic: bool = False) -> PolicyOptimizer:
@@ -97,11 +103,18 @@ class Run:
             if where is not None and (where / "value").exists():
                 value.load(where / "value")
 
+    def synchronize(self) -> None:
+        """Several processes: rank 0's trainable weights (policy, critic) on every one."""
+        D.synchronize(self.policy.trainable_parameters())
+        if self.value is not None:
+            D.synchronize(self.value.trainable_parameters())
+
     # ------------------------------------------------------------------ time budget
     def out_of_time(self) -> bool:
         """Whether the training stages have spent ``config.train_budget_s`` (0: never)."""
         budget = self.config.train_budget_s
-        return bool(budget) and self.state.train_seconds >= budget
+        spent = bool(budget) and self.state.train_seconds >= budget
+        return D.anyone(spent) if D.world_size() > 1 and budget else spent
 
     def steps(self, stage: str, total: int) -> Iterator[int]:
         """The steps of ``stage`` still to do, ending early (logged) once the training budget
@@ -127,13 +140,26 @@ class Run:
         included, is noted for the next estimates (this process's and, in the state, the
         next invocations'). A unit that raises is not noted."""
         if self.deadline is not None:
-            self.deadline.check(kind, what, self.state.unit_seconds.get(kind))
+            self._check_deadline(kind, what)
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
         if self.deadline is not None:
             self.deadline.finished(kind, seconds)
         self.state.unit_seconds[kind] = max(seconds, self.state.unit_seconds.get(kind, 0.0))
+
+    def _check_deadline(self, kind: str, what: str) -> None:
+        """``Deadline.check``, agreed: when any process would stop before the unit, all do."""
+        assert self.deadline is not None
+        stop: DeadlineStop | None = None
+        try:
+            self.deadline.check(kind, what, self.state.unit_seconds.get(kind))
+        except DeadlineStop as exc:
+            stop = exc
+        if D.world_size() > 1 and D.anyone(stop is not None) and stop is None:
+            stop = DeadlineStop(what, self.deadline.left(), self.deadline.needed(kind))
+        if stop is not None:
+            raise stop
 
     def _count_step_time(self) -> None:
         """Add the running step's wall time to the training seconds, once: at its commit (so
@@ -143,17 +169,19 @@ class Run:
             self._step_started = None
 
     def commit_step(self, stage: str, record: dict[str, Any], step: int) -> None:
-        """Record a finished step of ``stage`` and checkpoint everything it changed."""
-        self.metrics.write({"stage": stage, "step": step, **record})
+        """Record a finished step of ``stage`` and checkpoint everything it changed (rank 0
+        writes: the weights and the optimizers' state are the same on every process)."""
         name = f"{stage}-{step + 1}"
-        staged = self.run_dir / "checkpoints" / f".{name}.partial"
-        staged.mkdir(parents=True, exist_ok=True)
-        self.policy.save(staged / "adapter")
-        if self.value is not None:
-            self.value.save(staged / "value")
-        for key, opt in self.optimizers.items():
-            torch.save(opt.optimizer.state_dict(), staged / f"optimizer-{key}.pt")
-        replace_dir(staged, self.run_dir / "checkpoints" / name)
+        if D.is_main():
+            self.metrics.write({"stage": stage, "step": step, **record})
+            staged = self.run_dir / "checkpoints" / f".{name}.partial"
+            staged.mkdir(parents=True, exist_ok=True)
+            self.policy.save(staged / "adapter")
+            if self.value is not None:
+                self.value.save(staged / "value")
+            for key, opt in self.optimizers.items():
+                torch.save(opt.optimizer.state_dict(), staged / f"optimizer-{key}.pt")
+            replace_dir(staged, self.run_dir / "checkpoints" / name)
         self.state.checkpoint = f"checkpoints/{name}"
         self.state.stage_steps[stage] = step + 1
         if stage == "rl":
@@ -164,13 +192,16 @@ class Run:
         self.advance(1)
 
     def finish_stage(self, stage: str, record: dict[str, Any] | None = None) -> None:
-        if record is not None:
+        if record is not None and D.is_main():
             self.metrics.write({"stage": stage, **record})
         self.state.finished_stages.append(stage)
         self.optimizers.clear()  # the next stage starts its own
         self.save()
 
     def save(self) -> None:
+        """Write the state (rank 0; the other processes keep the same state unwritten)."""
+        if not D.is_main():
+            return
         self.state.metrics_bytes = self.metrics.size()
         if self.state.sessions:  # this invocation's record, up to now
             self.state.sessions[-1].update(
@@ -188,7 +219,7 @@ class Run:
     def prune(self) -> None:
         """Every checkpoint but the committed one, and half-written (dot) directories, go."""
         root = self.run_dir / "checkpoints"
-        if not root.exists():
+        if not D.is_main() or not root.exists():
             return
         for path in root.iterdir():
             if f"checkpoints/{path.name}" != self.state.checkpoint:

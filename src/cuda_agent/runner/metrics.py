@@ -24,7 +24,7 @@ from typing import Any
 from cuda_agent.reward import renamed_keys
 from cuda_agent.runner.checkpoint import MetricsWriter
 
-__all__ = ["RunMetrics", "StageProgress", "plot_curves"]
+__all__ = ["NullMetrics", "RunMetrics", "StageProgress", "plot_curves"]
 
 _INSTALL_HINT = (
     "TensorBoard logging needs the tensorboard package: pip install tensorboard "
@@ -123,6 +123,22 @@ class RunMetrics:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NullMetrics:
+    """What a process other than rank 0 writes its metrics to (``distributed.py``): nothing."""
+
+    def size(self) -> int:
+        return 0
+
+    def truncate(self, size: int) -> None:
+        pass
+
+    def write(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # --------------------------------------------------------------------------------- curves

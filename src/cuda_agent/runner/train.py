@@ -14,6 +14,10 @@ TensorBoard (``tensorboard --logdir runs/``), and PNG curves are drawn at the en
 With a ``deadline`` (``deadline.py``) an invocation stops cleanly between two units of work
 (``DeadlineStop``) and the next one resumes: a run may span several invocations, each recorded
 in ``state.json``'s ``sessions``; the summary's figures are the whole run's.
+
+Launched over N processes (``torchrun --nproc-per-node N -m cuda_agent.runner train ...``,
+``accelerate launch``) it is one job: each step's tasks, rows and evaluations are split over
+the processes and rank 0 writes everything (``distributed.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,13 +34,14 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.reward import renamed_keys
 
+from . import distributed as D
 from .budget import resolve_budget, warmstart_examples
 from .checkpoint import load_state, replace_dir, write_json_atomic
 from .comparison import compare_files
 from .config import TrainConfig
 from .context import Log, Run
 from .deadline import Deadline, DeadlineStop
-from .metrics import RunMetrics, StageProgress, plot_curves
+from .metrics import NullMetrics, RunMetrics, StageProgress, plot_curves
 from .report import write_report
 from .report.terminal import train_table
 from .stages import baselines, evaluation, rft, rl, value, warmstart
@@ -68,11 +74,17 @@ def train(
     With a ``deadline`` it may stop before the run's end, raising ``DeadlineStop`` (its
     ``run_dir`` set) once everything done is committed; call again to continue."""
     started = time.perf_counter()
-    run_dir = config.out_dir()
+    D.check(config)
+    device = D.setup(config.device)  # several processes: join them (this one's device)
+    main = D.is_main()
+    if not main:  # rank 0 speaks for the run
+        log, progress = (lambda _line: None), False
+    run_dir = Path(D.broadcast(str(config.out_dir())))  # (a default name is rank 0's time)
     run_dir.mkdir(parents=True, exist_ok=True)
-    state = load_state(run_dir)
+    state = D.broadcast(load_state(run_dir) if main else None)  # read before rank 0 writes
+    assert state is not None
     train_tasks, heldout = task_sets(config)
-    metrics = RunMetrics(run_dir)
+    metrics: RunMetrics | NullMetrics = RunMetrics(run_dir) if main else NullMetrics()
     if state.metrics_bytes is not None:
         metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -84,7 +96,7 @@ def train(
     )
     policy_config = PolicyConfig(
         model=config.model,
-        device=config.device,
+        device=device,
         lora_rank=config.lora_rank,
         lora_alpha=config.lora_alpha,
         gradient_checkpointing=config.gradient_checkpointing,
@@ -95,12 +107,17 @@ def train(
         SandboxConfig(
             backend=config.backend,
             ray_address=config.ray_address or None,
-            workers=config.ray_sandbox_workers,
-            lanes_per_gpu=config.lanes_per_gpu or "auto",
+            # several processes: each its own GPU, or its part of the CPU's lanes
+            **D.sandbox_share(
+                config.backend,
+                config.ray_sandbox_workers,
+                config.lanes_per_gpu or "auto",
+                on_ray=bool(config.ray_address),
+            ),
         )
     )
     rollouts = None
-    if config.ray_rollout_workers:
+    if config.ray_rollout_workers and main:  # several processes: rank 0 collects for all
         from .ray_rollouts import RayRollouts
 
         rollouts = RayRollouts(policy_config, sandbox, config.ray_rollout_workers)
@@ -117,7 +134,8 @@ def train(
         longest = max((len(e.response_ids) for e in examples), default=0)
         log(f"answer budget: {budget} tokens (auto; longest warm-start answer {longest})")
         config = dataclasses.replace(config, max_new_tokens=budget)
-    write_json_atomic(run_dir / "config.json", config.to_dict())  # the resolved config
+    if main:
+        write_json_atomic(run_dir / "config.json", config.to_dict())  # the resolved config
 
     # Without a held-out set (a task directory of the user's alone) the training tasks are
     # evaluated instead, and the summary names them as such.
@@ -146,6 +164,7 @@ def train(
     )
     ctx.save()  # this invocation's record, before any work
     ctx.restore(critic=config.needs_critic)
+    ctx.synchronize()  # several processes: one set of starting weights
     ctx.prune()  # checkpoints a killed run wrote but never committed
     try:
         with sandbox:
@@ -181,6 +200,9 @@ def train(
         if rollouts is not None:
             rollouts.close()
 
+    if not main:  # rank 0 writes the adapter, the curves, the summary and the report
+        ctx.end_session("finished")
+        return {"run_dir": str(run_dir), "rank": D.rank()}
     # written aside and moved into place: a kill while saving leaves no half-written adapter
     policy.save(run_dir / ".adapter.partial")
     replace_dir(run_dir / ".adapter.partial", run_dir / "adapter")

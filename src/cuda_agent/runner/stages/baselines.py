@@ -3,6 +3,8 @@ measured ahead (``Sandbox.measure_baselines``: in parallel lanes, each timing al
 device, kept on disk per task, sizes, GPU and torch version), so that no RL step waits for
 one. A killed run resumes it where it stopped (kept baselines are not measured again); on the
 CPU backend, where ``torch.compile`` is not timed, it has nothing to do and records nothing.
+Under several processes each measures its part of the tasks on its own sandbox (its GPU) into
+the shared cache; the counts are every process's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 from cuda_agent.kernel_sandbox import Task
 
+from .. import distributed as D
 from ..context import Run
 
 STAGE = "baselines"
@@ -26,7 +29,9 @@ def run(ctx: Run, tasks: Sequence[Task]) -> None:
 
 def _measure(ctx: Run, tasks: Sequence[Task]) -> None:
     started = time.perf_counter()
-    statuses = ctx.sandbox.measure_baselines(tasks)
+    mine = D.share(tasks)
+    statuses = [s for part in D.gather(ctx.sandbox.measure_baselines(mine) if mine else [])
+                for s in part]  # fmt: skip
     counts = {k: sum(s.status == k for s in statuses) for k in ("measured", "kept", "failed")}
     if any(s.status != "off" for s in statuses):
         seconds = time.perf_counter() - started

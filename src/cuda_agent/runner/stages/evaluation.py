@@ -4,19 +4,29 @@ against compile, geometric-mean speedups, fast_p; each with its 95% bootstrap in
 tasks in ``ci95``). ``eval_samples`` episodes of ``eval_turns`` turns per task at
 ``eval_temperature`` (1 and 0 by default: greedy); each writes ``eval/<name>/eval.json``
 and resumes from the tasks it had finished.
+
+Under several processes each evaluates its part of the tasks into ``eval-parts/<name>/<rank>``
+(resumable as any evaluation), and rank 0 merges the parts' rows, kernels and episodes into
+``eval/<name>``, where ``evaluate_tasks`` finds every task done and writes the summary and the
+report as for one process; every process then holds that summary.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent import AgentConfig
 from cuda_agent.kernel_sandbox import Task
 
+from .. import distributed as D
+from ..checkpoint import write_text_atomic
 from ..context import Run
-from ..evaluate import evaluate_tasks
+from ..evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, read_rows
 
 KEYS = (
     "pass_rate",
@@ -38,23 +48,38 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
 
 def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     config = ctx.config
-    result = evaluate_tasks(
-        ctx.policy,
-        ctx.sandbox,
-        tasks,
+    settings: dict[str, Any] = dict(
         turns=config.eval_turns,
         samples=config.eval_samples,
         temperature=config.eval_temperature,
         max_new_tokens=config.max_new_tokens,
-        out_dir=ctx.run_dir / "eval" / name,
         log=ctx.log,
         seed=config.seed,
         model=config.model,
-        # one greedy generate over every task (on the CPU a wide batch is the cheapest per
-        # token), then every verdict
-        batch=max(1, len(tasks)),
         agent_config=AgentConfig(history=config.history, micro_batches=1),
     )
+    out = ctx.run_dir / "eval" / name
+    result: dict[str, Any] | None = None
+    if D.world_size() == 1:
+        # one greedy generate over every task (on the CPU a wide batch is the cheapest per
+        # token), then every verdict
+        result = evaluate_tasks(
+            ctx.policy, ctx.sandbox, tasks, out_dir=out, batch=max(1, len(tasks)), **settings
+        )
+    else:
+        part = ctx.run_dir / "eval-parts" / name / str(D.rank())
+        mine = D.share(tasks)
+        if mine:
+            evaluate_tasks(ctx.policy, ctx.sandbox, mine, out_dir=part, batch=len(mine), **settings)
+        D.barrier()  # every part is written
+        if D.is_main():
+            _merge(part.parent, out, [t.name for t in tasks])
+            quiet = {**settings, "log": lambda _line: None}  # every task is done: no new line
+            result = evaluate_tasks(
+                ctx.policy, ctx.sandbox, tasks, out_dir=out, batch=max(1, len(tasks)), **quiet
+            )
+        result = D.broadcast(result)
+    assert result is not None
     rewards = [row.get("best_reward") for row in result["per_task"]]
     summary = {key: result.get(key) for key in KEYS}
     summary["pass_at_1"] = result["pass_at_k"].get("1")
@@ -76,3 +101,19 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         f"over {len(rewards)} tasks"
     )
     return summary
+
+
+def _merge(parts: Path, out: Path, names: list[str]) -> None:
+    """The processes' parts of an evaluation made one: their settings, rows (in the tasks'
+    order), kernels and episodes written into ``out`` as one process would have written them."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, dict] = {}
+    for part in sorted(p for p in parts.iterdir() if p.is_dir()):
+        if (part / CONFIG_FILE).exists():
+            shutil.copyfile(part / CONFIG_FILE, out / CONFIG_FILE)
+        rows.update(read_rows(part / ROWS_FILE))
+        for sub in ("kernels", "episodes"):
+            if (part / sub).is_dir():
+                shutil.copytree(part / sub, out / sub, dirs_exist_ok=True)
+    text = "".join(json.dumps(rows[n]) + "\n" for n in names if n in rows)
+    write_text_atomic(out / ROWS_FILE, text)

@@ -5,7 +5,9 @@ Collection (once, kept on disk in ``rft/episodes.jsonl``): ``rft_samples`` multi
 The rejection filter (``agent.rejection_filter``) keeps those whose best reward is above 0 and
 drops loops, malformed answers and budget cuts; the record says how many went for which reason.
 Then ``rft_steps`` supervised steps on the kept episodes' rows, the loss on the policy's own
-tokens only (the loss mask), never on prompts or feedback.
+tokens only (the loss mask), never on prompts or feedback. Under several processes the
+collection's tasks and each step's rows are split over them (``distributed``); rank 0 writes
+the episodes, which every process then holds.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from pathlib import Path
 
 from cuda_agent.agent import Episode, collate, episode_from_json, episode_to_json, rejection_filter
 
+from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
 from ..update import supervised_step
-from .rollouts import collect, episode_stats, pick_tasks
+from .rollouts import collect_split, episode_stats, pick_tasks
 
 STAGE = "rft"
 
@@ -42,12 +45,15 @@ def _collect(ctx: Run, path: Path) -> list[Episode]:
     config = ctx.config
     tasks = pick_tasks(ctx, STAGE, 0, config.rft_tasks)
     started = time.perf_counter()
-    episodes = collect(
+    episodes = collect_split(
         ctx, tasks, config.rft_samples, config.rft_turns, config.seed * 31 + 1
     ).episodes
     ctx.state.train_seconds += time.perf_counter() - started  # training time (the budget)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
+    if D.is_main():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes)
+        write_text_atomic(path, text)
+    D.barrier()  # the file is there before any process looks for it (``collected``)
     ctx.log(f"rft: collected {len(episodes)} episodes in {time.perf_counter() - started:.0f} s")
     return episodes
 
@@ -76,10 +82,15 @@ def run(ctx: Run) -> None:
         started = time.perf_counter()
         rng = random.Random(f"{config.seed}/rft/{step}")
         rows = rng.sample(range(len(batch)), min(config.rft_batch, len(batch)))
-        sub = batch.select(rows)
-        masks = [[int(m) for m in row] for row in sub.loss_mask_bt.tolist()]
+        mine = D.share(rows)
+        if mine:
+            sub = batch.select(mine)
+            masks = [[int(m) for m in row] for row in sub.loss_mask_bt.tolist()]
+            prompts, responses = sub.prompt_ids, sub.response_ids
+        else:  # more processes than rows: this one takes part in the step with none
+            masks, prompts, responses = [], [], []
         record = supervised_step(
-            ctx.policy, optimizer, sub.prompt_ids, sub.response_ids, masks, config.micro_batch
+            ctx.policy, optimizer, prompts, responses, masks, config.micro_batch
         )
         record["seconds"] = time.perf_counter() - started
         if step == 0:

@@ -5,6 +5,9 @@ warm-up, up to ``turns`` in ``rl``), collated (``agent.collate``) and trained on
 ``update.update`` with the stage's typed update (``TrainConfig.update_config(stage)``): group
 advantages with turn-level credit (``grpo``, ``dr_grpo``, ``rloo``) or PPO with the critic
 (``gae``).
+
+Under several processes each collects its part of the step's tasks and updates on its
+episodes (``collect_split``); the record is the whole step's (``distributed``).
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import time
 
 from cuda_agent.agent import collate
 
+from .. import distributed as D
 from ..context import Run
 from ..update import update
 from ..update_config import GaeAdvantage
-from .rollouts import collect, decode_delta, episode_stats, pick_tasks, throughput
+from .rollouts import collect_split, decode_delta, episode_stats, merged_throughput, pick_tasks
 
 
 def run(ctx: Run, stage: str) -> None:
@@ -37,25 +41,36 @@ def run(ctx: Run, stage: str) -> None:
         tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
         decoding = ctx.policy.decode_stats()
-        rollouts = collect(ctx, tasks, config.group_size, turns, seed)
+        rollouts = collect_split(ctx, tasks, config.group_size, turns, seed)
         rollout_s = time.perf_counter() - started
         decoding = decode_delta(decoding, ctx.policy.decode_stats())
-        batch = collate(rollouts.episodes)
+        batch = collate(rollouts.mine.episodes)
         record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
-        if len(batch):
-            record.update(
-                update(
-                    ctx.policy,
-                    optimizer,
-                    batch,
-                    settings,
-                    critic,
-                    critic_optimizer,
-                    ctx.log,
-                )
+        rows = D.gather(len(batch))
+        if any(rows) and not all(rows):  # (every process has whole tasks: check())
+            raise RuntimeError(
+                f"{stage} step {step + 1}: a process's episodes hold no generated token "
+                f"(rows per process: {rows}); the update needs some on every process"
             )
+        if len(batch):
+            mine = update(
+                ctx.policy,
+                optimizer,
+                batch,
+                settings,
+                critic,
+                critic_optimizer,
+                ctx.log,
+            )
+            if D.world_size() > 1:
+                micro = _micro_batches(len(batch), settings.micro_batch, settings.updates_per_batch)
+                mine = D.merge_update_records(D.gather(mine), D.gather(micro))
+            record.update(mine)
         seconds = time.perf_counter() - started
-        record.update(throughput(rollouts, seconds), rollout_s=rollout_s, seconds=seconds)
+        record.update(merged_throughput(rollouts.parts, seconds), rollout_s=rollout_s,
+                      seconds=seconds)  # fmt: skip
+        if D.world_size() > 1:  # every process's decoder
+            decoding = {k: sum(d[k] for d in D.gather(decoding)) for k in decoding}
         record.update(decoding)
         ctx.commit_step(stage, record, step)
         ctx.log(
@@ -63,3 +78,10 @@ def run(ctx: Run, stage: str) -> None:
             f"pass {record['pass_rate']:.0%}, turns/episode {record['turns_per_episode']:.2f}"
         )
     ctx.finish_stage(stage)
+
+
+def _micro_batches(rows: int, micro: int, updates: int) -> int:
+    """The micro-batches ``update`` runs on ``rows`` rows (its ratio statistics' count)."""
+    per_update = max(1, -(-rows // updates))
+    parts = [min(per_update, rows - i) for i in range(0, rows, per_update)]
+    return sum(-(-n // micro) for n in parts)

@@ -1,7 +1,12 @@
-"""Episodes for a stage, and what they say: the one place the RL stages call the agent."""
+"""Episodes for a stage, and what they say: the one place the RL stages call the agent.
+
+Under several processes (``distributed.py``) a stage's tasks are split (``collect_split``):
+each process collects its part on its own sandbox, and the whole batch's episodes are
+gathered for the record."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 from collections.abc import Sequence
@@ -18,6 +23,7 @@ from cuda_agent.agent import (
 from cuda_agent.kernel_sandbox import Task
 from cuda_agent.reward import faster_than, pass_rate
 
+from .. import distributed as D
 from ..context import Run
 
 
@@ -48,6 +54,76 @@ def collect(
         return ctx.rollouts.collect(ctx.policy, tasks, sampling, agent)
     ctx.policy.eval()
     return run_episodes(ctx.policy, ctx.sandbox, tasks, sampling, agent)
+
+
+@dataclasses.dataclass
+class SplitBatch:
+    """A step's episodes over the processes: ``mine`` this process's (its groups numbered from
+    0, as ``collate`` wants them), ``parts`` every process's batch in rank order, and
+    ``episodes`` all of them in task order, groups numbered over the whole step."""
+
+    mine: RolloutBatch
+    parts: list[RolloutBatch]
+    episodes: list[Episode]
+
+
+def collect_split(
+    ctx: Run,
+    tasks: Sequence[Task],
+    samples: int,
+    turns: int,
+    seed: int,
+    temperature: float | None = None,
+) -> SplitBatch:
+    """``collect`` over the processes: each one collects its contiguous part of ``tasks``
+    (``distributed.share``, with the same seed: one process's batch of the same tasks is the
+    same), and the parts are gathered. With Ray rollouts, rank 0 collects every task on the
+    actors (which have its weights: the policy is replicated) and each process takes its part."""
+    start, end = D.bounds(len(tasks))
+    if D.world_size() == 1:
+        batch = collect(ctx, tasks, samples, turns, seed, temperature)
+        return SplitBatch(batch, [batch], list(batch.episodes))
+    if ctx.config.ray_rollout_workers:  # (rank 0 holds the actors)
+        whole = D.broadcast(
+            collect(ctx, tasks, samples, turns, seed, temperature) if D.is_main() else None
+        )
+        assert whole is not None
+        mine = [
+            dataclasses.replace(e, group=e.group - start)
+            for e in whole.episodes
+            if start <= e.group < end
+        ]
+        return SplitBatch(dataclasses.replace(whole, episodes=mine), [whole], whole.episodes)
+    batch = collect(ctx, list(tasks[start:end]), samples, turns, seed, temperature)
+    parts = D.gather(batch)
+    offsets = D.gather(start)
+    episodes = [
+        dataclasses.replace(e, group=e.group + offset)
+        for part, offset in zip(parts, offsets, strict=True)
+        for e in part.episodes
+    ]
+    return SplitBatch(batch, parts, episodes)
+
+
+def merged_throughput(parts: Sequence[RolloutBatch], seconds: float) -> dict[str, Any]:
+    """``throughput`` of the processes' batches together: tokens and evaluations summed, the
+    times the longest process's, every sandbox window (one host's monotonic clock)."""
+    if len(parts) == 1:
+        return throughput(parts[0], seconds)
+    each = [throughput(p, seconds) for p in parts]
+    tokens = sum(t["tokens"] for t in each)
+    busy = max(t["sandbox_s"] for t in each)
+    evaluations = sum(t["evaluations"] for t in each)
+    return {
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+        "sampling_s": max(t["sampling_s"] for t in each),
+        "evaluation_s": max(t["evaluation_s"] for t in each),
+        "sandbox_s": busy,
+        "evaluations": evaluations,
+        "evaluations_per_min": 60.0 * evaluations / busy if busy > 0 else 0.0,
+        "sandbox_windows": sorted(w for t in each for w in t["sandbox_windows"]),
+    }
 
 
 def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:

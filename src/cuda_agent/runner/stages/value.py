@@ -6,6 +6,9 @@ loss over the policy's tokens (``update.critic_step``, ``loss.critic_loss``, unc
 trainer's one micro-batch loop (``collective.micro_batches``). Each step reports the explained variance of the
 values it started from (``rl_core.explained_variance``): 1 is a perfect critic, 0 the mean.
 Uses the episodes of the ``rft`` stage (collected by it, or here when that stage is off).
+Under several processes each fits its part of the rows (all of them when there are fewer
+rows than processes: the agreed denominators make that the same step), and the explained
+variance is over every process's tokens (``distributed.explained_variance``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 
 from cuda_agent.agent import collate
 
+from .. import distributed as D
 from ..context import Run
 from ..loss import gae, value_fit
 from ..update import critic_step, critic_values
@@ -35,6 +39,9 @@ def run(ctx: Run) -> None:
         ctx.log("value pre-training skipped: the episodes hold no generated token")
         ctx.finish_stage(STAGE)
         return
+    rows = len(batch)
+    if D.world_size() > 1 and rows >= D.world_size():
+        batch = batch.select(D.share(range(len(batch))))
     critic = ctx.critic()
     settings = config.critic
     optimizer = ctx.optimizer(STAGE, settings.critic_lr, critic=True)
@@ -44,13 +51,17 @@ def run(ctx: Run) -> None:
         critic.eval()
         values = critic_values(critic, batch, config.micro_batch)
         returns = gae(batch, values, settings).returns_bt
-        explained = value_fit(values, returns, mask)
+        explained = (
+            D.explained_variance(values, returns, mask)
+            if D.world_size() > 1
+            else value_fit(values, returns, mask)
+        )
         stats = critic_step(critic, optimizer, batch, returns, settings, config.micro_batch)
         record = {
             "value_loss": stats["value_loss"],
             "explained_variance": explained,
             "grad_norm": stats["grad_norm"],
-            "rows": len(batch),
+            "rows": rows,
             "seconds": time.perf_counter() - started,
         }
         ctx.commit_step(STAGE, record, step)

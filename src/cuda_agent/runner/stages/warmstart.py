@@ -4,7 +4,9 @@ The prompt is a task's first prompt as rollouts render it (``cuda_agent.agent.fi
 and the answer is in exactly the format rollouts parse: one fenced Python block with ModelNew
 (``cuda_agent.agent.answer_text``); the run's answer budget holds the longest (``budget.py``,
 which builds the examples). The loss is
-the token-mean negative log-likelihood of the answers (``loss.sft_loss``).
+the token-mean negative log-likelihood of the answers (``loss.sft_loss``). Under several
+processes each step's examples (drawn from the seed, the same on every process) are split
+over them, and the step's NLL is the whole batch's (``update.supervised_step``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import random
 import time
 from collections.abc import Sequence
 
+from .. import distributed as D
 from ..budget import WarmStartExample
 from ..context import Run
 from ..update import supervised_step
@@ -31,11 +34,12 @@ def run(ctx: Run, examples: Sequence[WarmStartExample]) -> None:
         started = time.perf_counter()
         rng = random.Random(config.seed * 7_919 + step)
         batch = rng.sample(list(examples), min(config.warmstart_batch, len(examples)))
-        responses = [e.response_ids for e in batch]
+        mine = D.share(batch)
+        responses = [e.response_ids for e in mine]
         record = supervised_step(
             ctx.policy,
             optimizer,
-            [e.prompt_ids for e in batch],
+            [e.prompt_ids for e in mine],
             responses,
             [[1] * len(r) for r in responses],
             config.micro_batch,
