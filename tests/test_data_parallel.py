@@ -15,6 +15,8 @@ evaluates both tasks in one batch, two processes one each. The updates average t
 gradients with the agreed denominators (`collective.py`): the same update within float
 tolerance. The RL stage uses a group advantage (grpo): GAE whitens its advantages over the
 batch each process holds, which is not yet the whole batch's (the report of issue 32).
+
+Each test takes about a minute on a busy 2-core machine (`slow`: in the suite all the same).
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ def two_process_run(tmp_path_factory, inputs) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_two_processes_make_the_one_process_run(tmp_path, inputs, two_process_run) -> None:
     one = tmp_path / "one"
     _train(1, one, inputs)
@@ -207,6 +210,7 @@ def _state(run: Path) -> dict:
         return {}
 
 
+@pytest.mark.slow
 def test_a_two_process_run_killed_mid_run_resumes_under_two(
     tmp_path, inputs, two_process_run
 ) -> None:
