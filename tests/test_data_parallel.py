@@ -13,8 +13,8 @@ the two-process run is one of the one-process run's, with the same prompts and s
 sampled episodes (temperature 1) are the same. The held-out evaluation is greedy; one process
 evaluates both tasks in one batch, two processes one each. The updates average the processes'
 gradients with the agreed denominators (`collective.py`): the same update within float
-tolerance. The RL stage uses a group advantage (grpo): GAE whitens its advantages over the
-batch each process holds, which is not yet the whole batch's (the report of issue 32).
+tolerance. The RL stage is PPO with the critic (GAE, its advantages whitened over every
+process's tokens); the single-turn warm-up uses a group advantage (grpo).
 
 Each test takes about a minute on a busy 2-core machine (`slow`: in the suite all the same).
 """
@@ -61,6 +61,7 @@ SMALL = [
     "--lora-rank", "4",
     "--eval-train", "false",
     "--kl-coef", "0.05",
+    "--advantage", "gae",  # RL with the critic: the policy's and the critic's updates
     "--quiet",
 ]  # fmt: skip
 # What a one-process and a two-process run must agree on, record by record.

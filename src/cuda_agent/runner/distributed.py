@@ -213,7 +213,37 @@ def explained_variance(
     return 1.0 - var_e / var_r if var_r > 1e-12 else float("nan")
 
 
-_TOKEN_MEANS = ("clip_fraction", "kl", "entropy", "explained_variance")
+def whitened(advantages_bt: torch.Tensor, mask_bt: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``rl_core.batch_normalized_advantages`` over every process's kept tokens: GAE's
+    advantages whitened by the whole batch's mean and standard deviation (one process: that
+    function itself)."""
+    from cuda_agent.rl_core import batch_normalized_advantages
+
+    if world_size() == 1:
+        return batch_normalized_advantages(advantages_bt, mask_bt, eps=eps)
+    kept = mask_bt.bool()
+    values = torch.where(kept, advantages_bt.detach(), 0).double()
+    count, total = (
+        sum(c) for c in zip(*gather([float(kept.sum()), float(values.sum())]), strict=True)
+    )
+    mean = total / max(count, 1.0)
+    centred = torch.where(kept, values - mean, 0)
+    squares = sum(gather(float(centred.square().sum())))
+    std = (squares / max(count, 1.0)) ** 0.5
+    return (centred / (std + eps)).to(advantages_bt.dtype)
+
+
+def value_fit(values_bt: torch.Tensor, returns_bt: torch.Tensor, mask_bt: torch.Tensor) -> float:
+    """The critic's explained variance over every process's tokens (one process: as
+    ``loss.value_fit``)."""
+    if world_size() == 1:
+        from cuda_agent.rl_core import explained_variance as one_process
+
+        return float(one_process(values_bt.detach(), returns_bt, mask_bt))
+    return explained_variance(values_bt, returns_bt, mask_bt)
+
+
+_TOKEN_MEANS = ("clip_fraction", "kl", "entropy")
 _ROW_MEANS = ("ratio_mean", "ratio_mismatch_kl", "ratio_fraction_above")
 
 
@@ -222,8 +252,8 @@ def merge_update_records(records: Sequence[dict[str, Any]], weights: Sequence[in
     for the whole batch: token counts and the value loss (each process's share of the whole
     batch's loss) summed; token means weighted by the processes' trained tokens; ratio means
     by ``weights`` (each process's micro-batches); the largest ratio, the smallest effective
-    sample size. Agreed fields (grad norm, updates, skips) are rank 0's. GAE's explained
-    variance is the token-weighted mean of the processes' (not the whole batch's)."""
+    sample size. Agreed fields (grad norm, updates, skips, GAE's explained variance: over
+    every process's tokens, ``value_fit``) are rank 0's."""
     present = [r for r in records if r]
     if len(present) <= 1:
         return dict(present[0]) if present else {}

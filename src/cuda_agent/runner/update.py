@@ -34,9 +34,10 @@ import torch
 
 from cuda_agent.agent import EpisodeBatch
 from cuda_agent.policy import PolicyOptimizer, ValueModel
-from cuda_agent.rl_core import AggregationCounts, aggregation_counts, batch_normalized_advantages
+from cuda_agent.rl_core import AggregationCounts, aggregation_counts
 
 from . import collective as C
+from . import distributed as D
 from . import loss as L
 from .context import StabilityError
 from .update_config import GaeAdvantage, GuardConfig, UpdateConfig
@@ -175,8 +176,9 @@ def update(
         old_values = critic_values(critic, batch, config.micro_batch)
         gae = L.gae(batch, old_values, advantage)
         returns = gae.returns_bt
-        adv_bt = batch_normalized_advantages(gae.advantages_bt, mask_all)
-        record["explained_variance"] = L.value_fit(old_values, returns, mask_all)
+        # whitened, and fitted, over every process's tokens (distributed.py; one: as before)
+        adv_bt = D.whitened(gae.advantages_bt, mask_all)
+        record["explained_variance"] = D.value_fit(old_values, returns, mask_all)
     else:
         adv_bt = batch.per_row(L.group_advantages(batch, advantage))
     policy.eval()

@@ -8,7 +8,7 @@ values it started from (``rl_core.explained_variance``): 1 is a perfect critic, 
 Uses the episodes of the ``rft`` stage (collected by it, or here when that stage is off).
 Under several processes each fits its part of the rows (all of them when there are fewer
 rows than processes: the agreed denominators make that the same step), and the explained
-variance is over every process's tokens (``distributed.explained_variance``).
+variance is over every process's tokens (``distributed.value_fit``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cuda_agent.agent import collate
 
 from .. import distributed as D
 from ..context import Run
-from ..loss import gae, value_fit
+from ..loss import gae
 from ..update import critic_step, critic_values
 from .rft import collected, episodes_path
 
@@ -51,11 +51,7 @@ def run(ctx: Run) -> None:
         critic.eval()
         values = critic_values(critic, batch, config.micro_batch)
         returns = gae(batch, values, settings).returns_bt
-        explained = (
-            D.explained_variance(values, returns, mask)
-            if D.world_size() > 1
-            else value_fit(values, returns, mask)
-        )
+        explained = D.value_fit(values, returns, mask)
         stats = critic_step(critic, optimizer, batch, returns, settings, config.micro_batch)
         record = {
             "value_loss": stats["value_loss"],
