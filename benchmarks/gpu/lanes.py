@@ -315,6 +315,8 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
                     "median_wall_s": statistics.median(r.wall_seconds or 0 for r in results),
                     "statuses": _count(r.status for r in results),
                     "where": _where(results),
+                    "failures": _failures(jobs, results),
+                    "reruns_alone": sum("rerun_alone" in r.extra for r in results),
                 }
             out[name] = {
                 "lanes_per_gpu": sandbox.config.lanes_per_gpu,
@@ -323,6 +325,22 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
             }
         print(name, json.dumps({k: v["evaluations_per_minute"] for k, v in passes.items()}))
     report["compositions"] = out
+
+
+def _failures(jobs: list[tuple[Any, str]], results: list[EvalResult]) -> list[dict[str, Any]]:
+    """Each verdict that is not ``ok`` (these are honest answers): its task, status, message
+    and the keys of ``extra`` that say where it failed."""
+    keys = ("rerun_alone", "lane", "reference_failed", "task_refused", "trivial_answer_rule")
+    return [
+        {
+            "task": task.name,
+            "status": r.status,
+            "message": r.message[:800],
+            **{k: r.extra[k] for k in keys if k in r.extra},
+        }
+        for (task, _), r in zip(jobs, results, strict=True)
+        if r.status != "ok"
+    ]
 
 
 def _where(results: list[EvalResult]) -> dict[str, Any]:
