@@ -33,7 +33,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -132,16 +132,51 @@ def _warm_cuda(runs_candidates: bool) -> int:
     return pinned
 
 
-def _share_gpu(role: str, lanes: int) -> None:
-    """With several lanes on the GPU, a candidate worker's allocations are capped at its share
-    (a quarter of the GPU, or half with two lanes), so a candidate that takes all the memory it
-    can runs out of its own and its neighbours' jobs still fit."""
+def _gpu_share(role: str, lanes: int) -> float:
+    """The fraction of the GPU's memory a worker may allocate: with several lanes on the GPU a
+    candidate worker's allocations are capped at its share (a quarter of the GPU, or half with
+    two lanes), so a candidate that takes all the memory it can runs out of its own and its
+    neighbours' jobs still fit; 1.0 (no cap) otherwise."""
     if role != "candidate" or lanes <= 1:
-        return
+        return 1.0
+    return max(1.0 / lanes, 0.25 if lanes > 2 else 0.5)
+
+
+def _set_gpu_share(fraction: float) -> None:
     import torch
 
     with contextlib.suppress(Exception):
-        torch.cuda.set_per_process_memory_fraction(max(1.0 / lanes, 0.25 if lanes > 2 else 0.5))
+        torch.cuda.set_per_process_memory_fraction(fraction)
+
+
+@contextlib.contextmanager
+def _device_alone(share: float, alone: bool) -> Iterator[None]:
+    """A job that runs with the device to itself (``JobConfig.device_alone``: the rerun of a
+    job that ran out of memory beside other lanes) may use the whole GPU; the share is set
+    back after it."""
+    if not alone or share >= 1.0:
+        yield
+        return
+    _set_gpu_share(1.0)
+    try:
+        yield
+    finally:
+        _set_gpu_share(share)
+
+
+def _trim_reserve(threshold: int = 1 << 30) -> None:
+    """After a reference request with several lanes on the GPU: the blocks PyTorch's allocator
+    keeps in reserve go back to the GPU once they pass ``threshold`` bytes. A reference worker
+    serves every check of its lane's jobs; the temporaries of a task with GB-sized inputs would
+    otherwise stay reserved for the worker's life, and eight lanes' reserves filled the H200's
+    139 GiB (the candidate workers, which release after every job, then ran out of memory,
+    also when rerun alone)."""
+    import torch
+
+    if torch.cuda.is_initialized() and (
+        torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > threshold
+    ):
+        torch.cuda.empty_cache()
 
 
 def _warm_checks(device: str) -> None:
@@ -224,10 +259,14 @@ def main() -> None:
 
     identity = {"torch": torch.__version__, "device": "cpu"}
     pinned = 0
+    lanes = int(os.environ.get("CUDA_AGENT_LANES", "1"))
+    share = 1.0
     if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
         identity["device"] = torch.cuda.get_device_name(0)
         pinned = _warm_cuda(runs_candidates)
-        _share_gpu(role, int(os.environ.get("CUDA_AGENT_LANES", "1")))
+        share = _gpu_share(role, lanes)
+        if share < 1.0:
+            _set_gpu_share(share)
     if runs_candidates:
         _warm_checks("cuda" if identity["device"] != "cpu" else "cpu")
     # Files: candidate code may write only in this worker's home and the shared caches.
@@ -271,6 +310,8 @@ def main() -> None:
                     answer = handler(message.from_json(job), home, sections)
                 except Exception as exc:  # a harness bug: report it, keep serving
                     answer = {"reference_failed": f"{type(exc).__name__}: {exc}"}
+                if lanes > 1:
+                    _trim_reserve()
                 _send(channel, {"type": "result", "result": answer, "retire": False})
                 continue
             workdir = Path(tempfile.mkdtemp(prefix="job-", dir=home))
@@ -285,13 +326,15 @@ def main() -> None:
 
             sections = Sections(ask, tell)
             try:
-                result = run_job(
-                    Job.from_json(job),
-                    workdir,
-                    lambda p: _send(channel, {"type": "phase", "phase": p}),
-                    ask,
-                    sections,
-                )
+                parsed = Job.from_json(job)
+                with _device_alone(share, parsed.config.device_alone):
+                    result = run_job(
+                        parsed,
+                        workdir,
+                        lambda p: _send(channel, {"type": "phase", "phase": p}),
+                        ask,
+                        sections,
+                    )
             except BaseException as exc:  # a harness bug or SystemExit from the candidate
                 result = {"status": "runtime_error", "message": f"{type(exc).__name__}: {exc}"}
             with sections.correctness("cleanup"):

@@ -166,8 +166,10 @@ class Sandbox:
             if self.config.lanes_per_gpu != 1 and _out_of_memory(result):
                 # The other lanes' jobs hold memory too: once more, with the device alone
                 # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB).
+                # The candidate worker's cap (its share of the GPU) is lifted for the rerun.
+                alone = replace(job, config=replace(job.config, device_alone=True))
                 with lane.hold.alone():
-                    again = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
+                    again = self._run(task, alone, lane, measure_time, caller_sizes=bool(sizes))
                 first = result.message.strip().splitlines()[0][:300]
                 result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")
         finally:

@@ -119,6 +119,9 @@ class JobConfig:
     # the torch.compile baseline (BaselineReport's fields) the reference worker timed; None
     # when not timed
     compile_baseline: dict[str, Any] | None = None
+    # the job runs with the device to itself (a rerun after running out of memory beside other
+    # lanes): the candidate worker lifts its share of the GPU's memory for it
+    device_alone: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "allowed_torch_ops": list(self.allowed_torch_ops)}
