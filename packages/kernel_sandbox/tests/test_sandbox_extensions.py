@@ -3,9 +3,20 @@ fresh workers, and compiler errors reported as trimmed compile errors (CPU backe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
-from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, Task, builtin_tasks
+from cuda_agent.kernel_sandbox import (
+    Deadlines,
+    EvalResult,
+    Sandbox,
+    SandboxConfig,
+    Task,
+    builtin_tasks,
+)
 from cuda_agent.kernel_sandbox.candidates import EXAMPLES, read_candidate
 
 pytestmark = pytest.mark.slow
@@ -36,7 +47,7 @@ class ModelNew(nn.Module):
 '''
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def relu() -> Task:
     return next(t for t in builtin_tasks() if t.name == "relu")
 
@@ -45,26 +56,57 @@ def _config() -> SandboxConfig:
     return SandboxConfig(backend="cpu", workers=1, repeats=3, deadlines=Deadlines(load=400.0))
 
 
-def test_an_extension_is_built_once_and_reused_by_fresh_workers(relu, tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
-    with Sandbox(_config()) as sandbox:
-        first = sandbox.evaluate(relu, CANDIDATE)
+@dataclass(frozen=True)
+class FirstBuild:
+    """``CANDIDATE`` evaluated once into an empty cache: the verdict and what it left there."""
+
+    cache: Path
+    result: EvalResult
+    entries: tuple[Path, ...]  # the cache's extension directories right after the build
+
+
+@pytest.fixture(scope="module")
+def first_build(relu, tmp_path_factory) -> Iterator[FirstBuild]:
+    """One extension cache for the module (a C++ extension build takes about 40 s on a 2-core
+    machine): ``CANDIDATE`` is built into it once, from empty, and every test here evaluates
+    with it as ``$CUDA_AGENT_CACHE``, so a later ``CANDIDATE`` is only loaded."""
+    cache = tmp_path_factory.mktemp("extension-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUDA_AGENT_CACHE", str(cache))
+        with Sandbox(_config()) as sandbox:
+            result = sandbox.evaluate(relu, CANDIDATE)
+        entries = tuple(sorted((cache / "extensions").iterdir()))
+        yield FirstBuild(cache, result, entries)
+
+
+@pytest.fixture
+def cache(first_build, monkeypatch) -> Path:
+    """The module's extension cache, as this test's ``$CUDA_AGENT_CACHE``."""
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(first_build.cache))
+    return first_build.cache
+
+
+def test_an_extension_is_built_once_and_reused_by_fresh_workers(relu, first_build, cache):
+    first = first_build.result
     assert first.status == "ok", first.message
-    (build_dir,) = (tmp_path / "extensions").iterdir()
+    (build_dir,) = first_build.entries
     assert build_dir.name.startswith("relu_ext-")
     (library,) = build_dir.glob("*.so")
     built_at = library.stat().st_mtime_ns
 
+    before = set((cache / "extensions").iterdir())  # other tests' entries too, if they ran
     with Sandbox(_config()) as sandbox:  # new worker processes, same cache
         again = sandbox.evaluate(relu, CANDIDATE)
         other = sandbox.evaluate(relu, CANDIDATE.replace("> 0.f", ">= 0.f"))
     assert again.status == "ok" and other.status == "ok", (again.message, other.message)
     assert library.stat().st_mtime_ns == built_at  # loaded, not rebuilt
     # A different source is a different entry; the first one is untouched.
-    assert len(list((tmp_path / "extensions").iterdir())) == 2
+    (added,) = set((cache / "extensions").iterdir()) - before
+    assert added.name.startswith("relu_ext-") and build_dir.is_dir()
 
 
 def test_compiler_errors_are_trimmed_to_file_line_and_message(relu, tmp_path, monkeypatch):
+    # Its own empty cache: the fixed candidate is built after the failed build, not loaded.
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
     broken = CANDIDATE.replace("return out;", "return undefined_name;")
     with Sandbox(_config()) as sandbox:
@@ -76,8 +118,7 @@ def test_compiler_errors_are_trimmed_to_file_line_and_message(relu, tmp_path, mo
         assert sandbox.evaluate(relu, CANDIDATE).status == "ok"
 
 
-def test_documented_cpu_examples_pass(relu, tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+def test_documented_cpu_examples_pass(relu, cache):
     with Sandbox(_config()) as sandbox:
         inline = sandbox.evaluate(relu, EXAMPLES / "load_inline_cpu.py")
         workdir = sandbox.evaluate(relu, EXAMPLES / "workdir_cpu")  # a work directory path
@@ -104,11 +145,10 @@ def _zero_out(source: str) -> str:
     return source.replace("in[i] > 0.f ? in[i] : 0.f", "0.f")
 
 
-def test_candidates_sharing_an_extension_name_each_run_their_own(relu, tmp_path, monkeypatch):
+def test_candidates_sharing_an_extension_name_each_run_their_own(relu, cache):
     # KernelBench's adversarial pair (result_reuse / zero_out, both load_inline(name=
     # "fast_matmul")) once got each other's verdicts in one worker: an extension loaded under
     # a name was reused for any later candidate with that name. Both orders, one worker.
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
     honest = CANDIDATE  # the generated binding (functions=[...]) uses the given name
     spelled = CANDIDATE.replace('functions=["relu_cpu"], ', "").replace(
         "return out;\n}\n",
@@ -157,10 +197,9 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_candidates_sharing_a_load_name_each_run_their_own(relu, tmp_path, monkeypatch):
+def test_candidates_sharing_a_load_name_each_run_their_own(relu, cache):
     # load(name=..., sources=[files]) with the same name and other file contents, both orders.
     # (Static checks off: the candidate writes its source file with open().)
-    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
     config = SandboxConfig(
         backend="cpu", workers=1, repeats=3, static_checks=False, deadlines=Deadlines(load=400.0)
     )
