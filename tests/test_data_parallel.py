@@ -69,7 +69,7 @@ COMPARED = (
     "mean_reward", "pass_rate", "mean_response_tokens", "turns_per_episode", "frac_truncated",
     "nll", "tokens", "grad_norm", "trained_tokens", "kl", "entropy", "clip_fraction",
     "updates", "skipped_updates", "ratio_max", "ratio_mean", "value_loss",
-    "explained_variance", "rows", "tasks", "stop_reasons", "statuses",
+    "explained_variance", "rows", "tasks", "stop_reasons", "statuses", "verdicts",
 )  # fmt: skip
 
 

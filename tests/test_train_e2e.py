@@ -313,6 +313,31 @@ def test_stability_bounds_skip_or_stop_an_update(
     assert "update stopped: mean entropy" in proc.stderr and "guard_min_entropy" in proc.stderr
 
 
+def test_groups_without_signal_and_too_few_kept_episodes_train_nothing(
+    tmp_path, tiny_model_dir, short_tasks, heldout_tasks
+):
+    # A random tiny model earns the same reward on every turn: with dynamic sampling no RL
+    # group carries a signal, so no RL step updates; one kept rft episode is under the minimum.
+    run = tmp_path / "run"
+    _kept_episodes(run)
+    quick = ["--warmstart-steps", "0", "--value-steps", "0", "--eval-train", "false"]
+    gates = ["--drop-uniform-groups", "true", "--rft-min-kept", "2"]
+    proc = _train(*_args(run, tiny_model_dir, short_tasks, heldout_tasks, *quick, *gates))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _records(run)
+    rl = [r for r in records if r["stage"] in ("rl", "rl_warmup")]
+    assert len(rl) == 3  # one warm-up step and two RL steps, each recorded
+    for r in rl:
+        assert r["mean_turn_reward"] == r["mean_reward"]  # one reward everywhere
+        assert r["dropped_groups"] == 2  # both tasks' groups
+        assert "updates" not in r and "grad_norm" not in r
+    rft = [r for r in records if r["stage"] == "rft"]
+    assert len(rft) == 1 and rft[0]["steps"] == 0 and rft[0]["collection"]["kept"] == 1
+    state = json.loads((run / "state.json").read_text())
+    assert state["stage_steps"].get("rft", 0) == 0
+    assert "fewer than rft_min_kept (2)" in proc.stdout + proc.stderr
+
+
 def test_bad_arguments_get_clear_errors(tmp_path):
     proc = _train("--group-size", "0")
     assert proc.returncode == 2 and "--group-size must be >= 1" in proc.stderr

@@ -102,6 +102,10 @@ class TrainConfig:
     rft_steps: int = 2
     rft_lr: float = 1e-3
     rft_batch: int = 4
+    # fine-tune only when at least this many episodes were kept (a few steps at rft_lr on one
+    # episode over-fit it: on the H200, 2026-12-03, one kept episode of 24, then the held-out
+    # pass@1 fell from 0.125 to 0.033 by the run's end)
+    rft_min_kept: int = 1
     # value pre-training on the collected episodes
     value_steps: int = 0
     value_lr: float = 1e-3
@@ -110,6 +114,10 @@ class TrainConfig:
     lr: float = 2e-5
     turns: int = 1
     history: History = "full"
+    # DAPO's dynamic sampling (rl_core.informative_groups), in both RL stages: a group whose
+    # turn rewards are all equal carries no signal (its group advantages are zero; with GAE
+    # only the critic's error), so it is left out of the update; a step with none updates nothing
+    drop_uniform_groups: bool = False
     advantage: AdvantageKind = "grpo"  # the group kinds, or gae (PPO with the critic)
     turn_discount: float = 0.4  # credit across turns of the group advantages (Kevin's 0.4)
     gae_lambda: float = 0.95
@@ -135,7 +143,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
-                  "rl_warmup_steps", "rft_tasks", "rft_steps", "value_steps",
+                  "rl_warmup_steps", "rft_tasks", "rft_steps", "rft_min_kept", "value_steps",
                   "ray_sandbox_workers", "ray_rollout_workers")  # fmt: skip
         for name in counts:
             if getattr(self, name) < 0:

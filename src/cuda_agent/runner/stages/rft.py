@@ -72,8 +72,11 @@ def run(ctx: Run) -> None:
         ctx.log(
             f"rft: kept {len(report.kept)} of {len(episodes)} episodes; dropped {report.dropped}"
         )
-    if not report.kept:
-        ctx.log("rft: no episode was kept; fine-tuning skipped")
+    if len(report.kept) < max(1, config.rft_min_kept):
+        ctx.log(
+            f"rft: {len(report.kept)} episode(s) kept, fewer than rft_min_kept "
+            f"({config.rft_min_kept}); fine-tuning skipped"
+        )
         ctx.finish_stage(STAGE, {"collection": summary, "steps": 0})
         return
     batch = collate(report.kept)

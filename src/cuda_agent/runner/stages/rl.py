@@ -12,9 +12,14 @@ episodes (``collect_split``); the record is the whole step's (``distributed``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Sequence
 
-from cuda_agent.agent import collate
+import torch
+
+from cuda_agent.agent import Episode, collate
+from cuda_agent.rl_core import informative_groups
 
 from .. import distributed as D
 from ..context import Run
@@ -44,15 +49,24 @@ def run(ctx: Run, stage: str) -> None:
         rollouts = collect_split(ctx, tasks, config.group_size, turns, seed)
         rollout_s = time.perf_counter() - started
         decoding = decode_delta(decoding, ctx.policy.decode_stats())
-        batch = collate(rollouts.mine.episodes)
+        episodes = rollouts.mine.episodes
         record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
+        if config.drop_uniform_groups:
+            episodes, dropped = informative(episodes)
+            record["dropped_groups"] = sum(D.gather(dropped))
+        batch = collate(episodes)
         rows = D.gather(len(batch))
-        if any(rows) and not all(rows):  # (every process has whole tasks: check())
+        if any(rows) and not all(rows) and config.drop_uniform_groups:
+            # a process whose groups all carried no signal: the update needs rows on every
+            # process, so this step updates nothing anywhere (said in the record)
+            rows = [0] * len(rows)
+            record["skip_reasons"] = ["a process had no informative group"]
+        elif any(rows) and not all(rows):  # (every process has whole tasks: check())
             raise RuntimeError(
                 f"{stage} step {step + 1}: a process's episodes hold no generated token "
                 f"(rows per process: {rows}); the update needs some on every process"
             )
-        if len(batch):
+        if all(rows):
             mine = update(
                 ctx.policy,
                 optimizer,
@@ -78,6 +92,25 @@ def run(ctx: Run, stage: str) -> None:
             f"pass {record['pass_rate']:.0%}, turns/episode {record['turns_per_episode']:.2f}"
         )
     ctx.finish_stage(stage)
+
+
+def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
+    """The episodes of the groups whose turn rewards are not all equal
+    (``rl_core.informative_groups`` over each group's turn rewards), their groups numbered
+    from 0 again as ``collate`` wants them, and the number of groups dropped."""
+    groups: dict[int, list[Episode]] = {}
+    for episode in episodes:
+        groups.setdefault(episode.group, []).append(episode)
+    rewards = [[r for e in members for r in e.rewards] or [0.0] for members in groups.values()]
+    width = max((len(r) for r in rewards), default=1)
+    # padded with each group's first reward, which moves neither its max nor its min
+    padded = torch.tensor([r + [r[0]] * (width - len(r)) for r in rewards], dtype=torch.float64)
+    keep = informative_groups(padded).tolist() if rewards else []
+    kept = [members for members, k in zip(groups.values(), keep, strict=True) if k]
+    renumbered = [
+        dataclasses.replace(e, group=number) for number, members in enumerate(kept) for e in members
+    ]
+    return renumbered, len(groups) - len(kept)
 
 
 def _micro_batches(rows: int, micro: int, updates: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cuda_agent.agent import (
@@ -152,7 +152,18 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
             r: sum(e.stop_reason == r for e in episodes)
             for r in sorted({e.stop_reason for e in episodes})
         },
+        # every judged turn's verdict, and the jobs the sandbox ran again alone (out of memory
+        # beside other lanes): a step whose answers all fail says here whether it was the model
+        "verdicts": _count(t.result.status for t in turns if t.result is not None),
+        "reruns_alone": sum("rerun_alone" in t.result.extra for t in turns if t.result is not None),
     }
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def throughput(batch: RolloutBatch, seconds: float) -> dict[str, Any]:
