@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.runner.cli import main
-from cuda_agent.runner.comparison import METRICS, compare, compare_files, eval_intervals, table
+from cuda_agent.runner.comparison import (
+    METRICS,
+    compare,
+    compare_files,
+    compare_sets,
+    eval_intervals,
+    table,
+)
+from cuda_agent.runner.report.terminal import train_table
 
 
 def _rows(correct: list[int], samples: int = 1) -> list[dict]:
@@ -112,3 +120,30 @@ def test_the_report_reads_an_old_eval_json_under_the_new_names(tmp_path: Path) -
     gain = {"before": 0.1, "before_ci95": [0, 0.2], "after": 0.5, "after_ci95": [0.3, 0.7],
             "gain": 0.4, "ci95_low": 0.2, "ci95_high": 0.6, "significant": True}  # fmt: skip
     assert 'data-metric="fast_1"' in gains_table("old", {"faster_than_eager": gain, "tasks": 2})
+
+
+def test_each_named_set_of_one_evaluation_is_compared_on_its_own_tasks() -> None:
+    # t0..t31 improve (a set RL helped), t32..t63 get worse (a set it hurt): together they
+    # cancel, apart each set's gain is what its own tasks say, with its own interval.
+    before = _rows([0] * 32 + [1] * 32)
+    after = _rows([1] * 32 + [0] * 32)
+    sets = {"helped": [f"t{i}" for i in range(32)], "hurt": [f"t{i}" for i in range(32, 64)],
+            "absent": ["nowhere"]}  # fmt: skip
+    whole = compare(before, after)
+    by_set = compare_sets(before, after, sets)
+    assert whole["pass_at_1"]["gain"] == 0 and not whole["pass_at_1"]["significant"]
+    assert set(by_set) == {"helped", "hurt"}  # a set the evaluation does not hold: no entry
+    assert by_set["helped"]["tasks"] == 32 and by_set["helped"]["pass_at_1"]["gain"] == 1.0
+    assert (
+        by_set["hurt"]["pass_at_1"]["gain"] == -1.0 and by_set["hurt"]["pass_at_1"]["significant"]
+    )
+    summary = {
+        "run_dir": "runs/x",
+        "heldout_gain_after_over_before": whole,
+        "heldout_sets": {k: {"gain_after_over_before": v} for k, v in by_set.items()},
+    }
+    lines = train_table(summary).splitlines()
+    at = lines.index("  helped (32 tasks):")
+    assert lines[at + 1].split()[0] == "before" and "0.0%" in lines[at + 1]
+    assert "+100.0%" in lines[at + 3] and lines[at + 3].strip().startswith("gain over before")
+    assert "  hurt (32 tasks):" in lines and "-100.0% [-100.0%, -100.0%] *" in train_table(summary)

@@ -82,3 +82,13 @@ def test_the_cpu_default_evaluates_a_fixed_subset_of_both_heldout_sets():
     compositions = [t.name for t in load_embedded("heldout_compositions").tasks()[:6]]
     assert [t.name for t in heldout] == [*sorted(HELDOUT), *compositions]
     assert not {t.source for t in train} & {t.source for t in heldout}
+
+
+def test_the_parts_of_a_joined_held_out_set_are_named_with_their_tasks():
+    from cuda_agent.runner.task_sets import named_parts
+
+    parts = named_parts("heldout-ops+heldout-compositions:3")
+    assert list(parts) == ["heldout-ops", "heldout-compositions:3"]
+    assert sorted(parts["heldout-ops"]) == sorted(HELDOUT)
+    assert len(parts["heldout-compositions:3"]) == 3
+    assert named_parts("heldout-ops") == {}  # one set: nothing to show apart

@@ -4,6 +4,7 @@ composed over ``eval.json`` rows (no math here).
     eval_intervals(rows)            the 95% bootstrap interval of each metric over tasks
     compare(before, after)          the paired gain of each metric and its interval
     compare_files(a.json, b.json)   the same from two eval.json files (``cuda-agent compare``)
+    compare_sets(before, after, s)  ``compare`` of each named set's tasks within the evaluation
     learning_entry(warm, rl)        one set's block of a learning figure (after the warm start,
                                     after RL, RL's gain)
 
@@ -22,7 +23,7 @@ With one greedy sample per task the ``_at_1`` figures equal the best-kernel ones
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,23 @@ def compare(
         "resamples": RESAMPLES,
         "seed": SEED,
     }
+
+
+def compare_sets(
+    before: Sequence[Mapping[str, Any]],
+    after: Sequence[Mapping[str, Any]],
+    sets: Mapping[str, Collection[str]],
+) -> dict[str, dict[str, Any]]:
+    """``compare`` of each set's tasks (``sets``: name -> task names) where the two evaluations
+    hold some of them: one held-out evaluation of several sets (``--eval-tasks A+B``) read per
+    set, each with its own intervals over its own tasks."""
+    out = {}
+    for name, tasks in sets.items():
+        wanted = set(tasks)
+        mine = [[r for r in rows if r.get("task") in wanted] for rows in (before, after)]
+        if mine[0] and mine[1]:
+            out[name] = compare(*mine)
+    return out
 
 
 def learning_entry(

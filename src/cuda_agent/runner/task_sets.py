@@ -95,6 +95,15 @@ def load_set(source: str, kernelbench: str = "") -> list[Task]:
     return load_tasks(source)
 
 
+def named_parts(source: str, kernelbench: str = "") -> dict[str, list[str]]:
+    """Each ``+``-joined part of ``source`` and its task names, when there are several (the
+    held-out table then shows each set apart); ``{}`` for one."""
+    parts = source.split("+")
+    if len(parts) < 2:
+        return {}
+    return {part: [t.name for t in load_set(part, kernelbench)] for part in parts}
+
+
 def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     """(training tasks, held-out tasks) of ``config``; TaskSetError when they meet."""
     if config.eval_tasks:

@@ -37,7 +37,7 @@ from cuda_agent.reward import renamed_keys
 from . import distributed as D
 from .budget import resolve_budget, warmstart_examples
 from .checkpoint import load_state, replace_dir, write_json_atomic
-from .comparison import compare_files
+from .comparison import compare_files, compare_sets, read_rows
 from .config import TrainConfig
 from .context import Log, Run
 from .deadline import Deadline, DeadlineStop
@@ -45,7 +45,7 @@ from .metrics import NullMetrics, RunMetrics, StageProgress, plot_curves
 from .report import write_report
 from .report.terminal import train_table
 from .stages import baselines, evaluation, rft, rl, value, warmstart
-from .task_sets import task_sets
+from .task_sets import named_parts, task_sets
 
 EVAL_POINTS = ("_before", "_warmstart", "_after")  # evaluation stages' name endings
 
@@ -242,6 +242,13 @@ def train(
             before, after = run_dir / "eval" / f"{name}_{first}", run_dir / "eval" / f"{name}_after"
             if (before / "eval.json").is_file() and (after / "eval.json").is_file():
                 summary[f"{name}_gain_after_over_{first}"] = compare_files(before, after)
+                # several named held-out sets in one evaluation: each set's gain apart
+                parts = (
+                    named_parts(config.eval_tasks, config.kernelbench) if name == "heldout" else {}
+                )
+                for part, gain in compare_sets(read_rows(before), read_rows(after), parts).items():
+                    sets = summary.setdefault(f"{name}_sets", {})
+                    sets.setdefault(part, {})[f"gain_after_over_{first}"] = gain
     summary["report"] = str(run_dir / "report.html")
     write_json_atomic(run_dir / "summary.json", summary)
     try:  # the run is done and recorded: a failing page says so and leaves it as it is

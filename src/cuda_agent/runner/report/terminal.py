@@ -21,6 +21,26 @@ def _row(label: str, a: str, b: str) -> str:
     return f"  {label:<28} {a:<26} {b}"
 
 
+def _block(gains: Mapping[str, Mapping[str, Any]], indent: str, header: bool = True) -> list[str]:
+    """One set's rows: its evaluations (before, after the warm start, after) with their
+    intervals, then each paired gain."""
+    any_gain = next(iter(gains.values()))
+    fast = FAST if FAST in any_gain else FAST_BEST
+    lines = [_row("", "pass@1", "fast_1@1" if fast == FAST else fast)] if header else []
+    sides = [(first, g, "before") for first, g in gains.items()]
+    sides.append(("after", any_gain, "after"))
+    for when, g, side in sides:
+        cells = [interval(g[m][side], *g[m][f"{side}_ci95"]) for m in (PASS, fast)]
+        lines.append(_row(indent + WHEN[when], *cells))
+    for first, g in gains.items():
+        cells = []
+        for m in (PASS, fast):
+            mark = " *" if g[m]["significant"] else ""
+            cells.append(interval(g[m]["gain"], g[m]["ci95_low"], g[m]["ci95_high"], True) + mark)
+        lines.append(_row(f"{indent}gain over {WHEN[first]}", *cells))
+    return lines
+
+
 def train_table(summary: Mapping[str, Any]) -> str:
     """The end of ``cuda-agent train``: per evaluated set its evaluations (before, after the
     warm start, after) with their intervals and the paired gains, then time and paths."""
@@ -39,24 +59,20 @@ def train_table(summary: Mapping[str, Any]) -> str:
         if not gains:
             continue
         any_gain = next(iter(gains.values()))
-        fast = FAST if FAST in any_gain else FAST_BEST
         lines.append(
             f"{name} tasks ({any_gain['tasks']}), {any_gain['confidence']:.0%} intervals over tasks:"
         )
-        lines.append(_row("", "pass@1", "fast_1@1" if fast == FAST else fast))
-        sides = [(first, g, "before") for first, g in gains.items()]
-        sides.append(("after", any_gain, "after"))
-        for when, g, side in sides:
-            cells = [interval(g[m][side], *g[m][f"{side}_ci95"]) for m in (PASS, fast)]
-            lines.append(_row(WHEN[when], *cells))
-        for first, g in gains.items():
-            cells = []
-            for m in (PASS, fast):
-                mark = " *" if g[m]["significant"] else ""
-                cells.append(
-                    interval(g[m]["gain"], g[m]["ci95_low"], g[m]["ci95_high"], True) + mark
-                )
-            lines.append(_row(f"gain over {WHEN[first]}", *cells))
+        lines += _block(gains, "")
+        # one evaluation of several named sets (--eval-tasks A+B): each set's own rows
+        for part, by_first in (summary.get(f"{name}_sets") or {}).items():
+            mine = {
+                f: by_first[f"gain_after_over_{f}"]
+                for f in gains
+                if f"gain_after_over_{f}" in by_first
+            }
+            if mine:
+                lines.append(f"  {part} ({next(iter(mine.values()))['tasks']} tasks):")
+                lines += _block(mine, "  ", header=False)
     if len(lines) > 1:
         lines.append("  (gains: paired intervals; * the interval excludes 0)")
     if summary.get("report"):
