@@ -92,13 +92,51 @@ def test_chunked_head_gives_the_same_values_and_gradients(
         return out.logprobs.detach(), [p.grad.clone() for p in policy.trainable_parameters()]
 
     whole, whole_grads = values_and_grads()
-    monkeypatch.setattr(
-        scoring, "_LOGIT_CHUNK_ELEMENTS", 3 * len(policy.tokenizer)
-    )  # 3 tokens per chunk
+    for name in ("_LOGIT_CHUNK_ELEMENTS", "_CPU_LOGIT_CHUNK_ELEMENTS"):
+        monkeypatch.setattr(scoring, name, 3 * len(policy.tokenizer))  # 3 tokens per chunk
     chunked, chunked_grads = values_and_grads()
     torch.testing.assert_close(chunked, whole)
     for a, b in zip(chunked_grads, whole_grads, strict=True):
         assert (a - b).norm() <= 1e-5 * b.norm()  # fp32 sums in a different order
+
+
+def test_an_entropy_without_gradient_is_the_same_and_stays_out_of_the_backward(
+    make_policy: Any, prompts: list[list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """entropy_grad=False: the same log-probs, entropies and log-prob gradients, an entropy
+    without gradient, and a backward that does not rebuild it: the entropy is computed once per
+    head chunk (in the forward), where with its gradient the backward's recomputation of each
+    checkpointed chunk computes it again (and keeps its [chunk, vocab] tensors)."""
+    policy = make_policy().train()
+    perturb_lora(policy)
+    calls: list[int] = []
+    entropy = scoring.entropy_from_logits
+
+    def counted(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(1)
+        return entropy(*args, **kwargs)
+
+    monkeypatch.setattr(scoring, "entropy_from_logits", counted)
+    monkeypatch.setattr(scoring, "_CPU_LOGIT_CHUNK_ELEMENTS", 3 * len(policy.tokenizer))
+
+    def run(entropy_grad: bool) -> tuple[Any, list[torch.Tensor], int]:
+        policy.model.zero_grad()
+        calls.clear()
+        out = policy.token_logprobs(
+            prompts, RESPONSES, with_entropy=True, entropy_grad=entropy_grad
+        )
+        out.logprobs.sum().backward()
+        return out, [p.grad.clone() for p in policy.trainable_parameters()], len(calls)
+
+    with_grad, grads, computed_with_grad = run(True)
+    plain, plain_grads, computed = run(False)
+    chunks = -(-sum(map(len, RESPONSES)) // 3)
+    assert (computed, computed_with_grad) == (chunks, 2 * chunks)
+    assert with_grad.entropy.requires_grad and not plain.entropy.requires_grad
+    torch.testing.assert_close(plain.logprobs, with_grad.logprobs, rtol=0, atol=0)
+    torch.testing.assert_close(plain.entropy, with_grad.entropy.detach(), rtol=0, atol=0)
+    for a, b in zip(plain_grads, grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_gradient_reaches_lora_parameters_only(make_policy: Any, prompts: list[list[int]]) -> None:

@@ -51,7 +51,7 @@ POLICY_MEMBERS: dict[str, list[str] | None] = {
     "save": ["self", "path"],
     "shard": ["self"],
     "sharded": None,
-    "token_logprobs": ["self", "prompt_ids", "response_ids", "with_entropy"],
+    "token_logprobs": ["self", "prompt_ids", "response_ids", "with_entropy", "entropy_grad"],
     "train": ["self"],
     "trainable_parameters": ["self"],
 }

@@ -152,6 +152,13 @@ def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) 
     return out
 
 
+def _scored(policy: Any, prompts: list[list[int]], responses: list[list[int]]) -> Any:
+    """The update's forward: log-probs with gradient, and the entropy as a plain value (a
+    statistic: its [chunk, vocab] tensors are then not kept for, nor rebuilt in, the
+    backward)."""
+    return policy.token_logprobs(prompts, responses, with_entropy=True, entropy_grad=False)
+
+
 def update(
     policy: Any,
     optimizer: PolicyOptimizer,
@@ -193,7 +200,7 @@ def update(
     rows = list(range(len(batch)))
     world, here = C.world_size(), policy.device
     per_update = max(1, -(-len(rows) // config.updates_per_batch))
-    idle = _idle(lambda: policy.token_logprobs([], [], with_entropy=True).logprobs, optimizer)
+    idle = _idle(lambda: _scored(policy, [], []).logprobs, optimizer)
     for minibatch in C.padded(C.chunks(rows, per_update), here):
         mine = L.counts(batch.select(minibatch)) if minibatch else _no_counts()
         total = C.global_counts(mine, here)
@@ -203,7 +210,7 @@ def update(
             sub = batch.select(part)
             width = sub.width
             mask = sub.loss_mask_bt
-            out = policy.token_logprobs(sub.prompt_ids, sub.response_ids, with_entropy=True)
+            out = _scored(policy, sub.prompt_ids, sub.response_ids)
             device = out.logprobs.device
             logprobs = out.logprobs.float()
             old = old_all[part, :width] if old_all is not None else logprobs.detach().cpu()

@@ -64,7 +64,7 @@ class LocalModel:
         )
 
     def flat_logprobs(
-        self, batch: ScoringBatch, with_entropy: bool
+        self, batch: ScoringBatch, with_entropy: bool, entropy_grad: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """([N] log-probs, [N] entropies) of the N real response tokens of `batch`."""
         head: Any
@@ -81,5 +81,10 @@ class LocalModel:
             selected_brh = at_positions(logits_btv, batch.positions)
         mask = batch.mask
         return logprobs_from_hidden(
-            head, selected_brh[mask], batch.targets[mask], vocab_size, with_entropy=with_entropy
+            head,
+            selected_brh[mask],
+            batch.targets[mask],
+            vocab_size,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
         )

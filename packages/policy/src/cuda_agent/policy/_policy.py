@@ -39,6 +39,7 @@ from cuda_agent.policy._loading import (
     wrap_with_lora,
 )
 from cuda_agent.policy._local_model import LocalModel
+from cuda_agent.policy._memory import fix_cpu_mmap_threshold
 from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._persistence import PersistenceMixin
 from cuda_agent.policy._sampling import Sample, build_sample
@@ -97,6 +98,8 @@ class Policy(PersistenceMixin):
         """
         source = resolve_model_source(config.model)
         device = resolve_device(config.device)
+        if device.type == "cpu":
+            fix_cpu_mmap_threshold()  # before the weights' blocks (_memory.py)
         model, tokenizer = load_pretrained(source, resolve_dtype(config.dtype, device))
         return cls.from_model(model, tokenizer, config)
 
@@ -111,6 +114,8 @@ class Policy(PersistenceMixin):
         """
         device = resolve_device(config.device)
         dtype = resolve_dtype(config.dtype, device)
+        if device.type == "cpu":
+            fix_cpu_mmap_threshold()  # freed activations go back to the system (_memory.py)
         if tokenizer.eos_token_id is None:
             raise ValueError(
                 "the tokenizer has no eos token; set tokenizer.eos_token before wrapping it"
@@ -317,12 +322,16 @@ class Policy(PersistenceMixin):
         response_ids: list[list[int]],
         *,
         with_entropy: bool = False,
+        entropy_grad: bool = True,
     ) -> TokenLogprobs:
         """log p(response token | prompt, earlier response tokens) for a batch, with grad.
 
         Sequences are right-padded into one forward pass; the vocabulary head is applied to the
         response positions only, in chunks (see _scoring), so no [B, T, vocab] tensor is built.
-        Runs in the current mode (call eval() first to disable dropout).
+        Runs in the current mode (call eval() first to disable dropout). `with_entropy` also
+        returns each position's entropy, with grad; `entropy_grad=False` returns it as a plain
+        value (a statistic): the same numbers, and the backward of the log-probs then holds
+        none of the entropy's [chunk, vocab] tensors.
         """
         batch = right_padded_batch(prompt_ids, response_ids, self._pad_id, self.device)
         mask = batch.mask
@@ -330,7 +339,7 @@ class Policy(PersistenceMixin):
             zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
             zeros = self._scoring.idle(self._local, zeros)  # sharded: the collectives need us
             return TokenLogprobs(zeros, mask, zeros.clone() if with_entropy else None)
-        logprobs_n, entropy_n = self._scoring.score(self._local, batch, with_entropy)
+        logprobs_n, entropy_n = self._scoring.score(self._local, batch, with_entropy, entropy_grad)
         zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)
         logprobs = zeros.masked_scatter(mask, logprobs_n)
         entropy = zeros.masked_scatter(mask, entropy_n) if with_entropy else None

@@ -15,6 +15,14 @@ from cuda_agent.rl_core import entropy_from_logits
 # Upper bound on the number of fp32 logits materialised at once (per chunk): 2**26 floats =
 # 256 MiB. A chunk holds max(1, _LOGIT_CHUNK_ELEMENTS // vocab_size) response tokens.
 _LOGIT_CHUNK_ELEMENTS = 2**26
+# On the CPU, 2**24 floats = 64 MiB (341 tokens of a 49k vocabulary): a chunk's backward holds
+# about four [chunk, vocab] float32 tensors at once (the logits, their softmax, the gradient),
+# which come straight out of the process's resident memory; 256 MiB chunks put 1 GB on top
+# of the CPU default's RL step (benchmarks/results/2026-12-03-cpu-memory/).
+_CPU_LOGIT_CHUNK_ELEMENTS = 2**24
+# Rows of a chunk whose entropy is computed at once when it needs no gradient (its float32
+# temporaries: 3 x rows x vocab).
+_ENTROPY_ROWS = 64
 
 
 def adapter_autocast(hf_model: Any) -> contextlib.AbstractContextManager[Any]:
@@ -165,13 +173,26 @@ def _chunk_logprobs_and_entropy(
     hidden_nh: torch.Tensor,
     targets_n: torch.Tensor,
     with_entropy: bool,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log p(target) = logit[target] - logsumexp(logits); the entropy is rl_core's
-    ``entropy_from_logits`` (its one home: exact for -inf logits too)."""
+    ``entropy_from_logits`` (its one home: exact for -inf logits too).
+
+    Without ``entropy_grad`` the entropy is computed without autograd, after the log-probs, and
+    ``_ENTROPY_ROWS`` rows at a time: nothing of it is saved for the backward, and the
+    checkpoint's recomputation in the backward stops before it (``early_stop``). With it, the
+    recomputation also rebuilds the entropy's saved [chunk, vocab] tensors, which then stay
+    alive until the returned entropy is dropped, even when no gradient ever goes through them."""
     logits_nv = head(hidden_nh).float()
     log_normaliser_n = torch.logsumexp(logits_nv, dim=-1)
     logprobs_n = logits_nv.gather(-1, targets_n[:, None]).squeeze(-1) - log_normaliser_n
-    entropy_n = entropy_from_logits(logits_nv) if with_entropy else torch.zeros_like(logprobs_n)
+    if not with_entropy:
+        entropy_n = torch.zeros_like(logprobs_n)
+    elif entropy_grad:
+        entropy_n = entropy_from_logits(logits_nv)
+    else:
+        with torch.no_grad():
+            entropy_n = entropy_from_logits(logits_nv.detach(), chunk_size=_ENTROPY_ROWS)
     return logprobs_n, entropy_n
 
 
@@ -182,14 +203,21 @@ def logprobs_from_hidden(
     vocab_size: int,
     *,
     with_entropy: bool,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Apply the output head to N hidden states in chunks; return ([N] logprobs, [N] entropy).
 
     When autograd is recording, each chunk runs under activation checkpointing, so only the
     [chunk, H] hidden states are kept for the backward pass, never the [chunk, vocab] logits:
-    peak memory is bounded by _LOGIT_CHUNK_ELEMENTS regardless of batch and sequence length.
+    peak memory is bounded by _LOGIT_CHUNK_ELEMENTS (_CPU_LOGIT_CHUNK_ELEMENTS on the CPU)
+    regardless of batch and sequence length.
+    ``entropy_grad=False``: the entropy is a value without gradient (for statistics), which
+    keeps its [chunk, vocab] temporaries out of the backward (``_chunk_logprobs_and_entropy``).
     """
-    chunk = max(1, _LOGIT_CHUNK_ELEMENTS // max(1, vocab_size))
+    elements = (
+        _CPU_LOGIT_CHUNK_ELEMENTS if hidden_nh.device.type == "cpu" else _LOGIT_CHUNK_ELEMENTS
+    )
+    chunk = max(1, elements // max(1, vocab_size))
     needs_grad = torch.is_grad_enabled() and (
         hidden_nh.requires_grad or any(p.requires_grad for p in _parameters_of(head))
     )
@@ -199,10 +227,16 @@ def logprobs_from_hidden(
         h, t = hidden_nh[start : start + chunk], targets_n[start : start + chunk]
         if needs_grad:
             lp, ent = checkpoint(
-                _chunk_logprobs_and_entropy, head, h, t, with_entropy, use_reentrant=False
+                _chunk_logprobs_and_entropy,
+                head,
+                h,
+                t,
+                with_entropy,
+                entropy_grad,
+                use_reentrant=False,
             )
         else:
-            lp, ent = _chunk_logprobs_and_entropy(head, h, t, with_entropy)
+            lp, ent = _chunk_logprobs_and_entropy(head, h, t, with_entropy, entropy_grad)
         logprobs.append(lp)
         entropies.append(ent)
     if not logprobs:

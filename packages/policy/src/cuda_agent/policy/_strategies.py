@@ -50,8 +50,11 @@ class Decoding(Protocol):
 
 
 class Scoring(Protocol):
-    def score(self, model: LocalModel, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
-        """([N] log-probs, [N] entropies) of the N real response tokens of `batch`."""
+    def score(
+        self, model: LocalModel, batch: ScoringBatch, with_entropy: bool, entropy_grad: bool = True
+    ) -> TensorPair:
+        """([N] log-probs, [N] entropies) of the N real response tokens of `batch` (the
+        entropies without gradient unless `entropy_grad`)."""
         ...
 
     def idle(self, model: LocalModel, zeros: torch.Tensor) -> torch.Tensor:
@@ -89,8 +92,10 @@ class ShardedDecoding:
 
 
 class LocalScoring:
-    def score(self, model: LocalModel, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
-        return model.flat_logprobs(batch, with_entropy)
+    def score(
+        self, model: LocalModel, batch: ScoringBatch, with_entropy: bool, entropy_grad: bool = True
+    ) -> TensorPair:
+        return model.flat_logprobs(batch, with_entropy, entropy_grad)
 
     def idle(self, model: LocalModel, zeros: torch.Tensor) -> torch.Tensor:
         return zeros
@@ -100,8 +105,10 @@ class ShardedScoring:
     def __init__(self, root: ShardedRoot) -> None:
         self._root = root
 
-    def score(self, model: LocalModel, batch: ScoringBatch, with_entropy: bool) -> TensorPair:
-        result: TensorPair = self._root.run(model.flat_logprobs, batch, with_entropy)
+    def score(
+        self, model: LocalModel, batch: ScoringBatch, with_entropy: bool, entropy_grad: bool = True
+    ) -> TensorPair:
+        result: TensorPair = self._root.run(model.flat_logprobs, batch, with_entropy, entropy_grad)
         return result
 
     def idle(self, model: LocalModel, zeros: torch.Tensor) -> torch.Tensor:
