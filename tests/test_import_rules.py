@@ -195,3 +195,41 @@ def test_no_two_modules_of_a_package_import_each_other(package):
     assert ours <= cycles, (
         f"gone, drop them from DELIBERATE_CYCLES: {sorted(map(sorted, ours - cycles))}"
     )
+
+
+def _private_imports_of_others(package: str) -> list[str]:
+    """``file: module`` for each absolute import in ``package``'s source that names another
+    package's private module (a name starting with ``_`` below the package)."""
+    found = []
+    for path in sorted(_source_dir(package).rglob("*.py")):
+        if "builtin" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if (
+                    len(parts) > 2
+                    and parts[0] == "cuda_agent"
+                    and parts[1] != package
+                    and parts[2].startswith("_")
+                ):
+                    found.append(f"{path.relative_to(ROOT)}: {name}")
+    return found
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, "runner"])
+def test_no_package_imports_another_packages_private_modules(package):
+    # Rule 5: a module or folder named with a leading underscore is its package's own.
+    assert _private_imports_of_others(package) == []
+
+
+def test_every_private_module_is_named_with_an_underscore():
+    # The one convention: no package keeps its private code in a folder without a meaning
+    # (the former ``_src/``): each private module is ``_name.py`` or sits in ``_process/``.
+    for package in PACKAGES:
+        assert not (_source_dir(package) / "_src").exists(), package

@@ -15,7 +15,7 @@ from cuda_agent.rl_core import (
     informative_groups,
     leave_one_out_advantages,
 )
-from cuda_agent.rl_core._src.scan import reverse_discounted_cumsum
+from cuda_agent.rl_core._scan import reverse_discounted_cumsum
 
 # torch's first calls (dispatch, vmap set-up) are slow: a deadline would make tests flaky.
 TORCH_SETTINGS = settings(deadline=None, max_examples=40)

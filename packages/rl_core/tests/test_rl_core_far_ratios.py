@@ -2,7 +2,7 @@
 
 Inputs: anything but NaN at masked-out positions (padding, prompt and feedback tokens, whose
 log-probs are garbage), and log-ratios far beyond the float range of `exp` at kept ones. The
-clamp behind this (`_src/log_ratio.py`) must change nothing where it is inactive: a second
+clamp behind this (`_log_ratio.py`) must change nothing where it is inactive: a second
 group of laws compares with the plain formulas on ordinary inputs.
 """
 

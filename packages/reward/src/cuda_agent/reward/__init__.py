@@ -5,21 +5,21 @@ sure they are (`confidence`: bootstrap intervals over tasks, paired gains).
 Standard library only; reads any object satisfying the `EvalOutcome` protocol.
 """
 
-from cuda_agent.reward._src.milestone import (
+from cuda_agent.reward._milestone import (
     MilestoneValues,
     format_reward,
     is_faster,
     milestone_reward,
 )
-from cuda_agent.reward._src.outcome import EvalOutcome
-from cuda_agent.reward._src.speedup import (
+from cuda_agent.reward._outcome import EvalOutcome
+from cuda_agent.reward._speedup import (
     Baseline,
     log_speedup_reward,
     outcome_speedup,
     speedup,
 )
-from cuda_agent.reward._src.tiered import TieredValues, tiered_reward
-from cuda_agent.reward._src.trajectory import (
+from cuda_agent.reward._tiered import TieredValues, tiered_reward
+from cuda_agent.reward._trajectory import (
     best_turn,
     discounted_returns,
     discounted_sum,

@@ -3,7 +3,7 @@
 Losses return per-element values; reduce them with an explicit aggregation function.
 """
 
-from cuda_agent.rl_core._src.advantages import (
+from cuda_agent.rl_core._advantages import (
     GaeOutput,
     batch_normalized_advantages,
     gae_advantages,
@@ -11,7 +11,7 @@ from cuda_agent.rl_core._src.advantages import (
     informative_groups,
     leave_one_out_advantages,
 )
-from cuda_agent.rl_core._src.aggregation import (
+from cuda_agent.rl_core._aggregation import (
     AggregationCounts,
     AggregationMode,
     aggregate_loss,
@@ -21,21 +21,21 @@ from cuda_agent.rl_core._src.aggregation import (
     masked_seq_mean_token_sum_norm,
     masked_token_mean,
 )
-from cuda_agent.rl_core._src.credit import (
+from cuda_agent.rl_core._credit import (
     discounted_returns,
     spread_turns_to_tokens,
     turn_index_from_loss_mask,
     turn_rewards_at_turn_ends,
 )
-from cuda_agent.rl_core._src.diagnostics import (
+from cuda_agent.rl_core._diagnostics import (
     approx_kl,
     approx_kl_k3,
     clip_fraction,
     explained_variance,
 )
-from cuda_agent.rl_core._src.entropy import entropy_from_logits
-from cuda_agent.rl_core._src.kl import KlEstimator, kl_k1, kl_k2, kl_k3, sequence_kl
-from cuda_agent.rl_core._src.off_policy import (
+from cuda_agent.rl_core._entropy import entropy_from_logits
+from cuda_agent.rl_core._kl import KlEstimator, kl_k1, kl_k2, kl_k3, sequence_kl
+from cuda_agent.rl_core._off_policy import (
     ImportanceRatioStats,
     RatioLevel,
     importance_log_ratio,
@@ -43,8 +43,8 @@ from cuda_agent.rl_core._src.off_policy import (
     importance_sampling_mask,
     truncated_importance_weights,
 )
-from cuda_agent.rl_core._src.policy_loss import gspo_policy_loss, ppo_clipped_policy_loss
-from cuda_agent.rl_core._src.value_loss import value_loss
+from cuda_agent.rl_core._policy_loss import gspo_policy_loss, ppo_clipped_policy_loss
+from cuda_agent.rl_core._value_loss import value_loss
 
 __all__ = [
     "AggregationCounts",

@@ -5,9 +5,9 @@ Every diagnostic is detached and returns a 0-dim tensor (or `[B, T]` for per-tok
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import Count, check_mask, masked_token_mean
-from cuda_agent.rl_core._src.kl import kl_k3
-from cuda_agent.rl_core._src.log_ratio import clamped_log_ratio
+from cuda_agent.rl_core._aggregation import Count, check_mask, masked_token_mean
+from cuda_agent.rl_core._kl import kl_k3
+from cuda_agent.rl_core._log_ratio import clamped_log_ratio
 
 
 def clip_fraction(
@@ -26,7 +26,7 @@ def clip_fraction(
 
     The PPO diagnostic (arXiv 1707.06347): a large value means the update steps too far from
     the policy that sampled the data. The log-ratio's clamp is the policy loss's
-    (`_src/log_ratio.py`); it moves no ratio across the clip range. Counts regardless of the
+    (`_log_ratio.py`); it moves no ratio across the clip range. Counts regardless of the
     advantage's sign. `num_tokens` as in `masked_token_mean` (sum over micro-batches).
     """
     ratio_bt = torch.exp(clamped_log_ratio(logprobs_bt.detach(), old_logprobs_bt))

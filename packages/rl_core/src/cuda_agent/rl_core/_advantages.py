@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import check_mask
-from cuda_agent.rl_core._src.scan import reverse_discounted_cumsum
+from cuda_agent.rl_core._aggregation import check_mask
+from cuda_agent.rl_core._scan import reverse_discounted_cumsum
 
 
 def group_normalized_advantages(

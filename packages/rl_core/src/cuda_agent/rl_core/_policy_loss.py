@@ -2,8 +2,8 @@
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import check_mask
-from cuda_agent.rl_core._src.log_ratio import clamped_log_ratio
+from cuda_agent.rl_core._aggregation import check_mask
+from cuda_agent.rl_core._log_ratio import clamped_log_ratio
 
 
 def ppo_clipped_policy_loss(
@@ -32,7 +32,7 @@ def ppo_clipped_policy_loss(
     rho > dual_clip with A < 0) the gradient is exactly zero.
 
     The log-ratio is clamped to +-20 (as verl's PPO loss), and counts as 0 where both log-probs
-    are the same infinity (`_src/log_ratio.py` says why): unclamped, a log-ratio past ~88
+    are the same infinity (`_log_ratio.py` says why): unclamped, a log-ratio past ~88
     overflows rho to inf in float32, which makes the loss NaN where A = 0 and, at a masked-out
     position the aggregation ignores, the gradient NaN. So for any finite or infinite log-probs
     (NaN excepted) and finite advantages, value and gradient are finite at every position; the
@@ -76,7 +76,7 @@ def gspo_policy_loss(
     them vary by token. The default clip range (3e-4, 4e-4) is the paper's: a sequence ratio
     moves far less than a token ratio. Gradients flow only through `logprobs_bt`.
 
-    Each token's log-ratio is clamped before the mean (`_src/log_ratio.py` says why), so `s_b`
+    Each token's log-ratio is clamped before the mean (`_log_ratio.py` says why), so `s_b`
     lies in `[exp(-20), exp(20)]` and value and gradient are finite for any log-probs but NaN;
     masked positions are dropped before the exponential whatever they hold.
     """

@@ -11,7 +11,7 @@ Token forms are `[B, T]`; `sequence_kl` applies an estimator to the log-ratio of
 sequences. Gradients flow through `logprobs_bt` only. As a loss term the estimators' gradients
 differ from the gradient of the KL itself (only k2's matches it, to second order): see the blog.
 
-Every token log-ratio is clamped to +-20 first, whatever `clamp` says (`_src/log_ratio.py`:
+Every token log-ratio is clamped to +-20 first, whatever `clamp` says (`_log_ratio.py`:
 why, and why two equal infinite log-probs count as 0). Unclamped, k3's `exp(-log_ratio)`
 overflows float32 past a log-ratio of about -88, and at a masked-out position (padding, whose
 log-probs may be anything) k2's and k3's gradients are `0 * inf = NaN`, which flows into the
@@ -24,8 +24,8 @@ from typing import Literal
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import check_mask
-from cuda_agent.rl_core._src.log_ratio import MAX_LOG_RATIO, clamped_log_ratio
+from cuda_agent.rl_core._aggregation import check_mask
+from cuda_agent.rl_core._log_ratio import MAX_LOG_RATIO, clamped_log_ratio
 
 KlEstimator = Literal["k1", "k2", "k3"]
 

@@ -3,7 +3,7 @@
 import math
 from typing import Literal
 
-from cuda_agent.reward._src.outcome import EvalOutcome, is_failure
+from cuda_agent.reward._outcome import EvalOutcome, is_failure
 
 Baseline = Literal["eager", "compile"]
 """Which reference a speedup is measured against: PyTorch eager or `torch.compile`."""

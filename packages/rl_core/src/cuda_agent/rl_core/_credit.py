@@ -10,8 +10,8 @@ every token of a turn that turn's value (a return or an advantage), 0 outside th
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import check_mask
-from cuda_agent.rl_core._src.scan import reverse_discounted_cumsum
+from cuda_agent.rl_core._aggregation import check_mask
+from cuda_agent.rl_core._scan import reverse_discounted_cumsum
 
 
 def discounted_returns(

@@ -19,8 +19,8 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from cuda_agent.rl_core._src.aggregation import check_mask
-from cuda_agent.rl_core._src.log_ratio import MAX_LOG_RATIO, clamped_log_ratio
+from cuda_agent.rl_core._aggregation import check_mask
+from cuda_agent.rl_core._log_ratio import MAX_LOG_RATIO, clamped_log_ratio
 
 RatioLevel = Literal["token", "sequence", "geometric"]
 
@@ -52,7 +52,7 @@ def importance_log_ratio(
         sequence:  l_bt = sum_s m_bs l_bs                   (same value on every token of b)
         geometric: l_bt = sum_s m_bs l_bs / sum_s m_bs
 
-    Each token's log-ratio is clamped to +-20 (`_src/log_ratio.py`) and masked before the
+    Each token's log-ratio is clamped to +-20 (`_log_ratio.py`) and masked before the
     sum; the result is clamped to +-20 again, since a sequence's log-ratio (a sum over
     thousands of tokens) can pass the float range of `exp` with ordinary tokens. So `exp` of
     it is finite for any log-probs but NaN, at any position. Detached.

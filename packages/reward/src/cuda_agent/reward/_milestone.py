@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass
 
-from cuda_agent.reward._src.outcome import EvalOutcome, is_failure
+from cuda_agent.reward._outcome import EvalOutcome, is_failure
 
 
 @dataclass(frozen=True)

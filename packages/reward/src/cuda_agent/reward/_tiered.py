@@ -5,8 +5,8 @@ import math
 from dataclasses import dataclass
 from itertools import pairwise
 
-from cuda_agent.reward._src.outcome import EvalOutcome
-from cuda_agent.reward._src.speedup import Baseline, outcome_speedup
+from cuda_agent.reward._outcome import EvalOutcome
+from cuda_agent.reward._speedup import Baseline, outcome_speedup
 
 
 @dataclass(frozen=True)
