@@ -30,6 +30,8 @@ def _toml(tmp_path: Path, text: str) -> dict:
     "cls", [GroupAdvantage, GaeAdvantage, LossConfig, GuardConfig, UpdateConfig]
 )
 def test_each_field_reads_a_setting_with_the_same_default(cls):
+    # TrainConfig's defaults are read from these classes (one place); this holds that every
+    # field names a flat setting and that none of them was given a default of its own
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for field in dataclasses.fields(cls):
         if "flag" in field.metadata:

@@ -16,8 +16,11 @@ from cuda_agent.rl_core import AggregationMode
 from .update_config import (
     AdvantageKind,
     GaeAdvantage,
+    GroupAdvantage,
     GroupKind,
     GuardAction,
+    GuardConfig,
+    LossConfig,
     RLStage,
     UpdateConfig,
     build,
@@ -82,16 +85,18 @@ class TrainConfig:
     tasks_per_step: int = 3
     group_size: int = 4
     # answer budget in tokens; 0 = auto: fits the longest warm-start answer (budget.py)
-    max_new_tokens: int = 0
+    max_new_tokens: int = LossConfig.max_tokens
     temperature: float = 1.0
-    micro_batch: int = 4
-    eps_low: float = 0.2
-    eps_high: float = 0.28
+    micro_batch: int = UpdateConfig.micro_batch
+    eps_low: float = LossConfig.eps_low
+    eps_high: float = LossConfig.eps_high
     max_grad_norm: float = 1.0
-    aggregation: AggregationMode = "token-mean"  # rl_core.aggregate_loss mode
-    tis_max_weight: float = 2.0  # truncated importance weights against the sampler's log-probs
-    kl_coef: float = 0.0  # k3 KL to the base model (0: off)
-    updates_per_batch: int = 1  # optimizer steps per rollout batch (PPO mini-batches)
+    aggregation: AggregationMode = LossConfig.aggregation  # rl_core.aggregate_loss mode
+    # truncated importance weights against the sampler's log-probs
+    tis_max_weight: float = LossConfig.tis_max_weight
+    kl_coef: float = LossConfig.kl_coef  # k3 KL to the base model (0: off)
+    # optimizer steps per rollout batch (PPO mini-batches)
+    updates_per_batch: int = UpdateConfig.updates_per_batch
     # single-turn RL warm-up
     rl_warmup_steps: int = 0
     rl_warmup_advantage: GroupKind = "grpo"
@@ -108,7 +113,7 @@ class TrainConfig:
     rft_min_kept: int = 1
     # value pre-training on the collected episodes
     value_steps: int = 0
-    value_lr: float = 1e-3
+    value_lr: float = GaeAdvantage.critic_lr
     # multi-turn agentic RL
     steps: int = 2
     lr: float = 2e-5
@@ -118,15 +123,17 @@ class TrainConfig:
     # turn rewards are all equal carries no signal (its group advantages are zero; with GAE
     # only the critic's error), so it is left out of the update; a step with none updates nothing
     drop_uniform_groups: bool = False
-    advantage: AdvantageKind = "grpo"  # the group kinds, or gae (PPO with the critic)
-    turn_discount: float = 0.4  # credit across turns of the group advantages (Kevin's 0.4)
-    gae_lambda: float = 0.95
-    value_clip: float = 0.2
+    # The RL update's defaults are its typed configuration's (update_config.py), read from there.
+    advantage: AdvantageKind = GroupAdvantage.kind  # the group kinds, or gae (with the critic)
+    # credit across turns of the group advantages (Kevin's 0.4)
+    turn_discount: float = GroupAdvantage.turn_discount
+    gae_lambda: float = GaeAdvantage.lam
+    value_clip: float = GaeAdvantage.value_clip
     # stability bounds, checked every update; guard_action: skip (the update) | stop (the run)
-    guard_max_ratio: float = 20.0  # largest trainer / sampler importance ratio
-    guard_min_ess: float = 0.2  # effective sample size of the ratios
-    guard_min_entropy: float = 0.0  # mean token entropy (0: unchecked)
-    guard_action: GuardAction = "skip"
+    guard_max_ratio: float = GuardConfig.max_ratio  # largest trainer / sampler importance ratio
+    guard_min_ess: float = GuardConfig.min_ess  # effective sample size of the ratios
+    guard_min_entropy: float = GuardConfig.min_entropy  # mean token entropy (0: unchecked)
+    guard_action: GuardAction = GuardConfig.action
     # LoRA
     lora_rank: int = 16
     lora_alpha: int = 32
