@@ -54,6 +54,7 @@ def run_job(
     seconds_extra: dict[str, Any] = {}  # other extra findings of the job
     trial: Trials | None = None
     launch._seconds_by_name.clear()  # this job's kernels only
+    _extension_hooks.reset_outcomes()
     if device.type == "cuda" and torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats(device)
     try:
@@ -122,6 +123,8 @@ def run_job(
         result["message"] = verdict.message
         result.update(verdict.extra)
     seconds["gate_wait"] = sections.waited_s
+    # extensions_built / extensions_cached: compiled by this job, or found built in the cache
+    seconds_extra.update(_extension_hooks.outcomes())
     if trial is not None:
         seconds.update(trial.seconds)
         seconds_extra["outputs_via"] = trial.outputs_via

@@ -8,7 +8,10 @@ installs these hooks before importing a candidate:
   architecture) under the shared cache (``$CUDA_AGENT_CACHE/extensions``). The same extension
   asked for again, by any worker, in any run, is only loaded: no compiler runs. A file lock per
   directory makes concurrent builds of one extension build it once; a build killed at its
-  deadline leaves no lock that would stall the next one.
+  deadline leaves no lock that would stall the next one. ``load``'s files (a work directory's
+  ``kernels/``) are keyed by relative name and content, not by the job's folder, and built from
+  a copy in the build directory (``_candidate.extension_sources``), so the next job with the
+  same files loads the library instead of building it again.
 - **Each content its own module.** An extension is built and imported under its name plus its
   content hash (``fast_matmul_<hash>``): Python keeps an extension module loaded under a name for
   the life of the process, so a second candidate's ``load_inline(name="fast_matmul", ...)``
@@ -44,6 +47,8 @@ from typing import Any
 from .. import launch
 from .._shared.compile import cache_dir, trim_compiler_log
 from ..errors import CompileError
+from . import extension_sources
+from .extension_sources import SourceTree
 
 
 class _CountingExtension:
@@ -72,20 +77,13 @@ class _CountingExtension:
         return f"<counted extension {self._module!r}>"
 
 
-def _build_key(kind: str, arguments: dict[str, Any]) -> str:
+def _build_key(kind: str, arguments: dict[str, Any], tree: SourceTree | None = None) -> str:
     import torch
 
     payload = dict(arguments)
-    if kind == "load":  # sources are paths: hash what they and the headers beside them hold
-        sources = payload.get("sources")
-        paths = [sources] if isinstance(sources, str) else list(sources or [])
-        payload["sources"] = [[os.path.basename(p), _digest(Path(p))] for p in paths]
-        folders = {Path(p).parent for p in paths} | {
-            Path(p) for p in payload.get("extra_include_paths") or []
-        }
-        payload["headers"] = sorted(
-            [str(h), _digest(h)] for folder in folders for h in _headers(folder)
-        )
+    if tree is not None:  # load: the files' relative names and contents stand for the paths
+        payload.pop("extra_include_paths", None)
+        payload["sources"] = tree.identity()
     arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
     if not arch and torch.cuda.is_available():
         arch = ".".join(map(str, torch.cuda.get_device_capability()))
@@ -102,20 +100,28 @@ def _build_key(kind: str, arguments: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _paths(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(p) for p in value or []]
 
 
-def _headers(folder: Path) -> list[Path]:
-    """Header files directly in ``folder`` (none if it is missing or is a large tree such as a
-    library's include directory, whose contents are versioned by other means)."""
-    try:
-        entries = list(folder.iterdir())
-    except OSError:
-        return []
-    if len(entries) > 200:
-        return []
-    return sorted(p for p in entries if p.suffix in (".h", ".cuh", ".hpp", ".inc") and p.is_file())
+def _library_mtimes(directory: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in directory.glob("*.so")}
+
+
+# This job's extensions: how many were compiled, how many only loaded from the cache.
+_outcomes = {"built": 0, "cached": 0}
+
+
+def reset_outcomes() -> None:
+    _outcomes.update(built=0, cached=0)
+
+
+def outcomes() -> dict[str, int]:
+    """``{"extensions_built": n, "extensions_cached": m}`` since ``reset_outcomes`` (empty if
+    the job loaded no extension)."""
+    if not any(_outcomes.values()):
+        return {}
+    return {f"extensions_{k}": v for k, v in _outcomes.items()}
 
 
 @contextlib.contextmanager
@@ -140,28 +146,45 @@ def _cached_loader(kind: str, original: Any) -> Any:
         arguments = dict(bound.arguments)
         arguments.pop("build_directory", None)
         arguments.pop("verbose", None)
+        tree = None
         try:
-            key = _build_key(kind, arguments)
+            if kind == "load":  # read once: what is keyed is what is built
+                tree = extension_sources.plan(
+                    _paths(arguments.get("sources")),
+                    _paths(arguments.get("extra_include_paths")),
+                    Path.cwd(),
+                )
+            key = _build_key(kind, arguments, tree)
         except OSError as exc:
             raise CompileError(f"{kind}: cannot read a source file: {exc}") from None
         given = str(arguments.get("name", "ext"))
         name = re.sub(r"[^A-Za-z0-9_]", "_", given)[:40]
         directory = cache_dir("extensions") / f"{name}-{key}"
         unique = f"{name}_{key}"
-        launch._register_sources(*_source_texts(kind, arguments))
+        launch._register_sources(*(tree.texts() if tree else _source_texts(arguments)))
         with _exclusive(directory):
-            _own_module_name(kind, arguments, given, unique, directory)
+            _own_module_name(kind, arguments, given, unique)
+            copies = directory / "tree"
+            if tree is not None:
+                binding = _spelled_binding(given)
+                sources, includes = tree.write(copies, lambda t: binding.sub(_BINDING, t))
+                arguments["sources"] = sources
+                arguments["extra_include_paths"] = includes or None
             # torch renames an extension rebuilt under a known name (name_v1, ...) and would
             # rebuild a cached one; each directory holds one content, so start from version 0.
             cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(unique, None)
+            before = _library_mtimes(directory)
             try:
                 module = original(**arguments, build_directory=str(directory))
             except RuntimeError as exc:
                 text = str(exc)
                 if "Error building extension" not in text:
                     raise
+                text = text.replace(str(copies / "job") + os.sep, "")
                 log = trim_compiler_log(text, str(directory))
                 raise CompileError(f"{kind} failed to build the extension:\n{log}", log) from None
+            built = before != _library_mtimes(directory)
+            _outcomes["built" if built else "cached"] += 1
         # is_python_module=False returns None or a path: nothing to wrap.
         return _CountingExtension(module) if hasattr(module, "__dict__") else module
 
@@ -170,60 +193,38 @@ def _cached_loader(kind: str, original: Any) -> Any:
     return loader
 
 
-def _source_texts(kind: str, arguments: dict[str, Any]) -> list[str]:
-    """The C++ / CUDA text an extension is built from (its kernels' names are in it)."""
-    if kind == "load_inline":
-        texts = []
-        for field in ("cpp_sources", "cuda_sources"):
-            value = arguments.get(field)
-            items = [value] if isinstance(value, str) else list(value or [])
-            texts += [v for v in items if isinstance(v, str)]
-        return texts
-    sources = arguments.get("sources")
-    paths = [Path(p) for p in ([sources] if isinstance(sources, str) else list(sources or []))]
-    paths += [h for folder in {p.parent for p in paths} for h in _headers(folder)]
-    return [p.read_text(errors="replace") for p in paths if p.is_file()]
+def _source_texts(arguments: dict[str, Any]) -> list[str]:
+    """The C++ / CUDA text a ``load_inline`` extension is built from (its kernels' names are
+    in it)."""
+    texts = []
+    for field in ("cpp_sources", "cuda_sources"):
+        value = arguments.get(field)
+        items = [value] if isinstance(value, str) else list(value or [])
+        texts += [v for v in items if isinstance(v, str)]
+    return texts
+
+
+_BINDING = "PYBIND11_MODULE(TORCH_EXTENSION_NAME,"
 
 
 def _spelled_binding(name: str) -> re.Pattern[str]:
     return re.compile(r"PYBIND11_MODULE\s*\(\s*" + re.escape(name) + r"\s*,")
 
 
-def _own_module_name(
-    kind: str, arguments: dict[str, Any], given: str, unique: str, directory: Path
-) -> None:
-    """Build under ``unique``; a binding that spells ``given`` is pointed at the new name."""
+def _own_module_name(kind: str, arguments: dict[str, Any], given: str, unique: str) -> None:
+    """Build under ``unique``; a binding that spells ``given`` is pointed at the new name
+    (``load``'s files are rewritten as they are copied into the build directory)."""
     arguments["name"] = unique
-    binding = _spelled_binding(given)
-    fixed = "PYBIND11_MODULE(TORCH_EXTENSION_NAME,"
-    if kind == "load_inline":
-        for field in ("cpp_sources", "cuda_sources"):
-            value = arguments.get(field)
-            if isinstance(value, str):
-                arguments[field] = binding.sub(fixed, value)
-            elif isinstance(value, list | tuple):
-                arguments[field] = [binding.sub(fixed, v) if isinstance(v, str) else v
-                                    for v in value]  # fmt: skip
+    if kind != "load_inline":
         return
-    # load: sources are files; a spelled binding is rewritten into a copy in the build
-    # directory, and the original folder stays on the include path for its headers.
-    sources = arguments.get("sources")
-    paths = [sources] if isinstance(sources, str) else list(sources or [])
-    rewritten, includes = [], list(arguments.get("extra_include_paths") or [])
-    for path in paths:
-        text = Path(path).read_text(errors="replace")
-        if not binding.search(text):
-            rewritten.append(path)
-            continue
-        copy = directory / "sources" / Path(path).name
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(binding.sub(fixed, text))
-        rewritten.append(str(copy))
-        if str(Path(path).parent) not in includes:
-            includes.append(str(Path(path).parent))
-    arguments["sources"] = rewritten
-    if includes:
-        arguments["extra_include_paths"] = includes
+    binding = _spelled_binding(given)
+    for field in ("cpp_sources", "cuda_sources"):
+        value = arguments.get(field)
+        if isinstance(value, str):
+            arguments[field] = binding.sub(_BINDING, value)
+        elif isinstance(value, list | tuple):
+            arguments[field] = [binding.sub(_BINDING, v) if isinstance(v, str) else v
+                                for v in value]  # fmt: skip
 
 
 def count_triton_launches() -> None:
