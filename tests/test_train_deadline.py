@@ -190,13 +190,20 @@ def test_the_deadline_starts_a_unit_only_when_it_is_expected_to_finish():
         "stopped for the deadline before rl step 3/9 (37 s left, about 38 s needed); "
         "nothing is lost"
     )
-    # A kind this process has not timed: what an earlier invocation recorded, else unknown
-    # (it starts).
-    deadline.check("evaluation heldout", "heldout_after")
+    # A kind this process has not timed: what an earlier invocation recorded, else as long as
+    # the longest unit of any kind here (30 s: with 37 s left, 37.5 needed, it does not start).
+    with pytest.raises(DeadlineStop) as stop:
+        deadline.check("evaluation heldout", "heldout_after")
+    assert stop.value.needed == MARGIN * 30.0
+    deadline.check("evaluation heldout", "heldout_after", recorded=20.0)
     with pytest.raises(DeadlineStop):
         deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
     deadline.finished("evaluation heldout", 4.0)  # this process's own timing comes first
     deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
+    # Nothing timed yet (a fresh process's first unit aside): a new kind is unknown and starts.
+    fresh = Deadline(at=100.0, clock=lambda: 99.0)
+    fresh.units = 1  # not the invocation's first unit
+    fresh.check("collection", "the rft collection")
     # Past the deadline nothing starts, not even an invocation's first unit.
     now[0] = 100.0
     with pytest.raises(DeadlineStop) as stop:

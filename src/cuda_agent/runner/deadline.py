@@ -9,16 +9,19 @@ baselines, the collection of the rejection fine-tuning's episodes. Before a unit
 
 The estimate of a unit is the longest unit of its kind (a stage's name, ``evaluation
 <set>``, ``collection``, ``baselines``) this process finished, else the longest one an
-earlier invocation recorded (``RunState.unit_seconds``), times ``MARGIN``. Two rules keep
-every invocation useful and none late:
+earlier invocation recorded (``RunState.unit_seconds``), else (a kind never timed) the
+longest unit of any kind this process finished, times ``MARGIN``. (On the H200 the first rft
+collection, never timed, started with 60 s left, took 72 s and the call's end killed it; the
+longest unit before it was a 128 s evaluation.) Two rules keep every invocation useful and
+none late:
 
 - no unit starts once the deadline has passed (a deadline already passed when the run is
   ready stops it before its first unit: the policy is loaded and ``config.json`` written,
   nothing else is done);
 - while time is left, the first unit of an invocation always starts, and so does a unit of a
-  kind never timed: an estimate that a unit would not fit in any one invocation must not
-  stop the run for ever. (Cut by something harder than the deadline, a unit is redone on
-  resume, as after any kill.)
+  kind never timed when nothing has been timed yet: an estimate that a unit would not fit in
+  any one invocation must not stop the run for ever. (Cut by something harder than the
+  deadline, a unit is redone on resume, as after any kill.)
 """
 
 from __future__ import annotations
@@ -70,9 +73,12 @@ class Deadline:
         return self.at - self.clock()
 
     def needed(self, kind: str, recorded: float | None = None) -> float | None:
-        """The seconds a unit of ``kind`` is expected to take, with the margin (None: no unit
-        of its kind has been timed, here or by an earlier invocation: ``recorded``)."""
+        """The seconds a unit of ``kind`` is expected to take, with the margin: its kind's
+        longest here, else an earlier invocation's (``recorded``), else the longest unit of
+        any kind here (None: nothing timed yet)."""
         seconds = self.longest.get(kind, recorded)
+        if seconds is None and self.longest:
+            seconds = max(self.longest.values())
         return None if seconds is None else MARGIN * seconds
 
     def check(self, kind: str, what: str, recorded: float | None = None) -> None:
