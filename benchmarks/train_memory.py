@@ -73,7 +73,7 @@ def _rss(proc: psutil.Process) -> int:
         return 0
 
 
-def _header(train_args: list[str]) -> dict[str, Any]:
+def _header(train_args: list[str], program: str = "cuda-agent train") -> dict[str, Any]:
     commit = os.environ.get("CUDA_AGENT_COMMIT", "")
     if not commit:
         try:
@@ -86,7 +86,7 @@ def _header(train_args: list[str]) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, "
         f"{psutil.virtual_memory().total >> 30} GiB",
-        "command": " ".join(["cuda-agent train", *train_args]),
+        "command": " ".join([program, *train_args]),
         "commit": commit,
         "env": {
             k: os.environ[k] for k in ("MALLOC_ARENA_MAX", "OMP_NUM_THREADS") if k in os.environ

@@ -2,7 +2,7 @@
 on a synthetic batch shaped like the default run's RL step, without a sandbox or sampling.
 
     python benchmarks/train_memory_update.py --episodes 2 --prompt 450 --answer 576 \
-        --feedback 600 --turns 2 [--micro-batch 1] [--out-json update_memory.json]
+        --feedback 600 --turns 2 [--micro-batch 1] [--before] [--out-json update_memory.json]
 
 Each episode is one full-history row: a prompt, then ``turns`` answers of ``--answer`` policy
 tokens with ``--feedback`` tokens of feedback between two of them (not in the loss mask),
@@ -11,6 +11,7 @@ checkpointing; the update is the cpu-default preset's (``rl`` stage). The peak r
 read (``VmHWM``) and reset (``/proc/self/clear_refs``) around the phases, and around each
 micro-batch's forward and backward (``PolicyOptimizer.backward`` wrapped), so each phase's own
 peak is exact. A second update runs after the first (the optimizer state then exists).
+``--before`` undoes, in this process, the three changes of issue 29 (see ``--help``).
 """
 
 from __future__ import annotations
@@ -76,7 +77,26 @@ def main() -> None:
         action="store_true",
         help="score the update's entropy with gradient (as the update did before)",
     )
+    parser.add_argument(
+        "--logit-chunk-elements",
+        type=int,
+        default=0,
+        help="the CPU's logit chunk (0: the policy's; 2**26 = 67108864 was the CPU's before)",
+    )
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="all three as before issue 29's fix: --dynamic-mmap-threshold --entropy-grad "
+        "--logit-chunk-elements 67108864",
+    )
     args = parser.parse_args()
+    if args.before:
+        args.dynamic_mmap_threshold = args.entropy_grad = True
+        args.logit_chunk_elements = 2**26
+    if args.logit_chunk_elements:
+        from cuda_agent.policy import _scoring
+
+        _scoring._CPU_LOGIT_CHUNK_ELEMENTS = args.logit_chunk_elements
     if args.dynamic_mmap_threshold:
         import cuda_agent.policy._policy as policy_module
 
@@ -152,7 +172,7 @@ def main() -> None:
         mark(f"update {n}: forward 0")
         records.append(U.update(policy, optimizer, batch, settings, log=print))
     mark("end")
-    record = _header(sys.argv[1:])
+    record = _header(sys.argv[1:], "python benchmarks/train_memory_update.py")
     record.update(
         settings=vars(args),
         row_tokens=[len(r.prompt_ids) + len(r.response_ids) for r in batch.rows],
