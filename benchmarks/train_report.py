@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from cuda_agent.reward import renamed_keys
-from cuda_agent.runner.comparison import compare_files, learning_entry, read_rows
+from cuda_agent.runner.eval.comparison import compare_files, learning_entry, read_rows
 
 EVAL_KEYS = (
     "pass_rate",

@@ -20,7 +20,7 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.policy import Sample
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
-from cuda_agent.runner.evaluate import ROWS_FILE, EvaluationError, evaluate_tasks
+from cuda_agent.runner.eval.evaluate import ROWS_FILE, EvaluationError, evaluate_tasks
 
 TASKS = {t.name: t for t in builtin_tasks()}
 RELU, SILU, ADD_MUL = TASKS["relu"], TASKS["silu"], TASKS["add_mul"]

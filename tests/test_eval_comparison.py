@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.runner.cli import main
-from cuda_agent.runner.comparison import (
+from cuda_agent.runner.eval.comparison import (
     METRICS,
     compare,
     compare_files,
@@ -80,7 +80,7 @@ def test_the_compare_command_prints_the_table_and_writes_json(tmp_path: Path, ca
 
 
 def test_a_learning_entry_has_both_sides_with_intervals_and_the_gain() -> None:
-    from cuda_agent.runner.comparison import learning_entry
+    from cuda_agent.runner.eval.comparison import learning_entry
 
     warm, rl = _rows([0] * 40 + [1] * 24), _rows([1] * 20 + [0] * 20 + [1] * 24)
     got = learning_entry(warm, rl)

@@ -14,7 +14,7 @@ from cuda_agent.data import TaskSet, family_of, load_embedded
 from cuda_agent.data.similarity import SimilarityIndex
 from cuda_agent.kernel_sandbox import TaskError
 from cuda_agent.runner.config import TrainConfig, read_toml
-from cuda_agent.runner.eval_command import eval_tasks_from
+from cuda_agent.runner.eval.command import eval_tasks_from
 from cuda_agent.runner.kernelbench_subset import ENV, L1_SUBSET, load_l1_subset
 from cuda_agent.runner.task_sets import HELDOUT, TRAINING_SETS, heldout_guard, load_set, task_sets
 

@@ -26,7 +26,7 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.policy import Sample
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
-from cuda_agent.runner.evaluate import evaluate_tasks
+from cuda_agent.runner.eval.evaluate import evaluate_tasks
 from cuda_agent.runner.report.terminal import train_table
 
 SMALL = [

@@ -26,9 +26,12 @@ ALLOWED = {
     ("checkpoint.py", "open"): "the helpers themselves: a temporary file, or an fsynced append",
     ("context.py", "save"): "a checkpoint's files, written into a dot directory then renamed",
     ("train.py", "save"): "the final adapter, written into a dot directory then renamed",
-    ("eval_report.py", "savefig"): "a temporary name, then os.replace",
+    ("eval/report.py", "savefig"): "a temporary name, then os.replace",
     ("metrics.py", "savefig"): "a temporary name, then os.replace",
-    ("comparison.py", "write_text"): "`cuda-agent compare --out`: a command's output, never read",
+    (
+        "eval/comparison.py",
+        "write_text",
+    ): "`cuda-agent compare --out`: a command's output, never read",
     ("solve.py", "write_text"): "`cuda-agent solve`'s output, never read back",
 }
 WRITES = {"write_text", "write_bytes", "savefig", "save", "open"}
@@ -55,7 +58,7 @@ def _writes(path: Path) -> set[tuple[str, str]]:
             owner = ast.unparse(func.value)
             if owner in ("self", "ctx"):  # Run.save: the state, through write_json_atomic
                 continue
-        found.add((path.name, name))
+        found.add((path.relative_to(RUNNER).as_posix(), name))
     return found
 
 

@@ -121,7 +121,8 @@ def _parser() -> argparse.ArgumentParser:
         )
     solve.add_argument("--quiet", action="store_true", help="no live display")
     _eval_parser(sub)
-    from . import comparison, report, synth_command
+    from . import report, synth_command
+    from .eval import comparison
 
     synth_command.add_parser(sub)
     comparison.add_parser(sub)
@@ -130,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _eval_parser(sub: Any) -> None:
-    from .eval_command import EvalOptions
+    from .eval.command import EvalOptions
 
     ev = sub.add_parser(
         "eval",
@@ -261,8 +262,8 @@ def _eval(args: argparse.Namespace) -> int:
     from cuda_agent.kernel_sandbox import TaskError
     from cuda_agent.policy import ModelNotAvailableError, RemotePolicyError
 
-    from .eval_command import EvalOptions, run_eval
-    from .evaluate import EvaluationError
+    from .eval.command import EvalOptions, run_eval
+    from .eval.evaluate import EvaluationError
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EvalOptions)}
     try:
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return synth_command.run(args)
     if args.command == "compare":
-        from . import comparison
+        from .eval import comparison
 
         return comparison.run(args)
     if args.command == "report":

@@ -37,10 +37,10 @@ from cuda_agent.reward import renamed_keys
 from . import distributed as D
 from .budget import resolve_budget, warmstart_examples
 from .checkpoint import load_state, replace_dir, write_json_atomic
-from .comparison import compare_files, compare_sets, read_rows
 from .config import TrainConfig
 from .context import Log, Run
 from .deadline import Deadline, DeadlineStop
+from .eval.comparison import compare_files, compare_sets, read_rows
 from .metrics import NullMetrics, RunMetrics, StageProgress, plot_curves
 from .report import write_report
 from .report.terminal import train_table

@@ -11,7 +11,7 @@ from typing import Any
 
 from cuda_agent.agent import episode_from_json
 
-from ..comparison import compare_files
+from ..eval.comparison import compare_files
 from .evaluations import Evaluation, figures_table, gains_table
 from .page import Raw, document, duration, esc, image, table
 from .tasks import episodes_list, tasks_body

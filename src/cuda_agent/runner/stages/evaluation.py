@@ -26,7 +26,7 @@ from cuda_agent.kernel_sandbox import Task
 from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
-from ..evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, read_rows
+from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, read_rows
 
 KEYS = (
     "pass_rate",

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from cuda_agent.kernel_sandbox import Task, TaskError
 
-from .config import Backend
+from ..config import Backend
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
     ``task_sets`` ("builtin" or "all", "starter", "compact", "synth", "heldout-ops",
     "heldout-compositions", "kernelbench-l1-subset" read from ``kernelbench``; ``set:N`` its first
     N), several joined by "+"."""
-    from .task_sets import EVAL_SETS, TRAINING_SETS, load_set, set_and_count
+    from ..task_sets import EVAL_SETS, TRAINING_SETS, load_set, set_and_count
 
     named = {*TRAINING_SETS, *EVAL_SETS, "all"}
     parts = spec.split("+")
@@ -119,8 +119,8 @@ def run_eval(
 
     from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 
+    from ..report.terminal import eval_table
     from .evaluate import evaluate_tasks
-    from .report.terminal import eval_table
 
     started = time.perf_counter()
 

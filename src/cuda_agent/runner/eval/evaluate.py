@@ -14,7 +14,7 @@ of an output directory::
     eval.json          the summary (``cuda_agent.reward.summary``), ``ci95`` (each metric's
                        bootstrap interval over tasks: ``comparison.eval_intervals``), per_task
                        rows and config
-    eval.md, eval.png  the table and the fast_p chart (``eval_report``)
+    eval.md, eval.png  the table and the fast_p chart (``eval.report``)
     report.html        the page a person reads (``report``): tables, kernels, episodes
 
 An evaluation killed at any moment resumes on the same directory: the tasks already in
@@ -43,7 +43,7 @@ from cuda_agent.agent import (
 from cuda_agent.kernel_sandbox import Task
 from cuda_agent.reward import faster_than, summary
 
-from .checkpoint import MetricsWriter, write_json_atomic, write_text_atomic
+from ..checkpoint import MetricsWriter, write_json_atomic, write_text_atomic
 from .comparison import eval_intervals
 
 ROWS_FILE = "eval_tasks.jsonl"
@@ -142,7 +142,7 @@ def evaluate_tasks(
     rows = [done[n] for n in names]
     result = {**summary(rows), "ci95": eval_intervals(rows), "per_task": rows, "config": config}
     if out is not None:
-        from .eval_report import write_report
+        from .report import write_report
 
         write_json_atomic(out / "eval.json", result)
         write_report(out, result, log)

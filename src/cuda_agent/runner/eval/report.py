@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import write_text_atomic
+from ..checkpoint import write_text_atomic
 
 
 def _share(x: float) -> str:
@@ -142,7 +142,7 @@ def write_report(out: Path, result: dict[str, Any], log: Callable[[str], None] =
         log("matplotlib is not installed: no eval.png (pip install matplotlib)")
     else:
         chart(result, out / "eval.png")
-    from .report import write_report as write_page
+    from ..report import write_report as write_page
 
     try:  # the evaluation is recorded: a failing page says so and leaves it as it is
         write_page(out)
