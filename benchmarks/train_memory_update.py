@@ -1,4 +1,4 @@
-"""Peak resident memory of one RL update (`runner.update.update`) of the CPU default's policy,
+"""Peak resident memory of one RL update (`runner.trainer.update.update`) of the CPU default's policy,
 on a synthetic batch shaped like the default run's RL step, without a sandbox or sampling.
 
     python benchmarks/train_memory_update.py --episodes 2 --prompt 450 --answer 576 \
@@ -103,8 +103,8 @@ def main() -> None:
         policy_module.fix_cpu_mmap_threshold = lambda *a, **k: False  # type: ignore[assignment]
 
     from cuda_agent.policy import Policy, PolicyConfig
-    from cuda_agent.runner import update as U
     from cuda_agent.runner.config import TrainConfig, read_toml
+    from cuda_agent.runner.trainer import update as U
 
     marks: list[dict[str, Any]] = []
     current = ["start"]

@@ -38,7 +38,7 @@ def main() -> None:
     from cuda_agent.agent.episode import Episode, Turn
     from cuda_agent.policy import Policy, PolicyConfig, testing
     from cuda_agent.runner.config import TrainConfig
-    from cuda_agent.runner.update import supervised_step, update
+    from cuda_agent.runner.trainer.update import supervised_step, update
 
     torch.manual_seed(0)
     tokenizer = testing.tiny_tokenizer()

@@ -9,7 +9,7 @@ it holds no blank and none of ``<>*{}[]()$|=,;'"`` and it
 - starts with ``./`` or ``../``: it lies there, from the document's folder;
 - starts with a folder at the top of the repository (``packages/``, ``src/``, ``tests/``,
   ``benchmarks/``, ``scripts/``, ``.ci/``): it lies under the document's folder or the root;
-- starts with a folder of a package's source (``runner/loss.py``, ``_parent/gate.py``): it lies
+- starts with a folder of a package's source (``runner/trainer/loss.py``, ``_parent/gate.py``): it lies
   there (in a package's README, its own package's source; in the root's documents, any);
 - is a bare ``.py`` file name (``compose.py``): some Python file of the repository has it;
 - is an upper-case Markdown name (``ARCHITECTURE.md``): it lies beside the document or at the
@@ -90,11 +90,16 @@ def _missing(doc: Path, python_names: set[str]) -> list[str]:
 
 def test_the_path_finder_reads_paths_and_leaves_the_rest():
     text = (
-        "See `ARCHITECTURE.md`, `tests/test_docs.py::test_x`, `runner/loss.py`, `compose.py`,\n"
+        "See `ARCHITECTURE.md`, `tests/test_docs.py::test_x`, `runner/trainer/loss.py`, `compose.py`,\n"
         "not `runs/<timestamp>/`, `curves/*.png`, `bash scripts/test.sh` or `Policy.shard()`.\n"
         "```bash\n`scripts/not_checked.sh`\n```\n"
     )
-    assert _spans(text) == ["ARCHITECTURE.md", "tests/test_docs.py", "runner/loss.py", "compose.py"]
+    assert _spans(text) == [
+        "ARCHITECTURE.md",
+        "tests/test_docs.py",
+        "runner/trainer/loss.py",
+        "compose.py",
+    ]
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.relative_to(ROOT).as_posix())

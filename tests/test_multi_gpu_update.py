@@ -2,7 +2,7 @@
 bound tripped on one process's share only. What a user of `torchrun ... cuda-agent` needs:
 no process waits for ever in another's collectives, every process skips together, and the
 update (and a supervised step) is the one a single process makes on the whole batch
-(`runner/collective.py`)."""
+(`runner/trainer/collective.py`)."""
 
 from __future__ import annotations
 

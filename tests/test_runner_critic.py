@@ -21,7 +21,7 @@ from cuda_agent.runner.checkpoint import MetricsWriter, RunState, load_state
 from cuda_agent.runner.config import TrainConfig
 from cuda_agent.runner.context import Run
 from cuda_agent.runner.stages import value
-from cuda_agent.runner.update import update
+from cuda_agent.runner.trainer.update import update
 
 CONFIG = TrainConfig(
     device="cpu",

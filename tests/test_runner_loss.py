@@ -1,4 +1,4 @@
-"""The composed losses of a training step (runner/loss.py) on fixed batches, by hand, and the
+"""The composed losses of a training step (runner/trainer/loss.py) on fixed batches, by hand, and the
 law that splitting a batch into micro-batches does not change the update."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from cuda_agent.agent import Episode, Turn, collate
 from cuda_agent.rl_core import aggregation_counts
-from cuda_agent.runner import loss as L
-from cuda_agent.runner.update_config import GaeAdvantage, GroupAdvantage, LossConfig
+from cuda_agent.runner.trainer import loss as L
+from cuda_agent.runner.trainer.update_config import GaeAdvantage, GroupAdvantage, LossConfig
 
 
 def _turn(index, context, response, reward):

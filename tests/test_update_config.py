@@ -1,4 +1,4 @@
-"""The RL update's typed configuration (``runner/update_config.py``): built from the flat
+"""The RL update's typed configuration (``runner/trainer/update_config.py``): built from the flat
 settings the flags and presets name, written alike as flat keys or as its own TOML tables, and
 every choice checked with a message that names the setting."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from cuda_agent.runner import cli
 from cuda_agent.runner.config import TrainConfig, presets, read_toml
-from cuda_agent.runner.update_config import (
+from cuda_agent.runner.trainer.update_config import (
     GaeAdvantage,
     GroupAdvantage,
     GuardConfig,

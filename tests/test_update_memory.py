@@ -17,8 +17,8 @@ import torch
 
 from cuda_agent.agent import Episode, Turn, collate
 from cuda_agent.policy import Policy, PolicyConfig, testing
-from cuda_agent.runner.update import update
-from cuda_agent.runner.update_config import GuardConfig, UpdateConfig
+from cuda_agent.runner.trainer.update import update
+from cuda_agent.runner.trainer.update_config import GuardConfig, UpdateConfig
 
 
 def _episodes() -> list[Episode]:

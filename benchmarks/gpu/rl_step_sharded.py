@@ -13,7 +13,7 @@ replica per process instead, the gradients averaged by ``PolicyOptimizer``). One
 ``rl_step_throughput.py`` (issue 17): each process samples its share of the ``prompts`` x
 ``samples`` sequences (``Policy.generate``; prompts ``rank::world``), scores them with a cheap
 reward, collates them (``cuda_agent.agent.collate``) and takes part in one update
-(``runner.update.update``, GRPO). The first step is not timed: on CUDA an unsharded policy
+(``runner.trainer.update.update``, GRPO). The first step is not timed: on CUDA an unsharded policy
 compiles its decoding loop there (it needs the timed steps' shapes, so ``--warm-new-tokens``
 must stay at ``--new-tokens``); a sharded one compiles nothing (transformers' ``generate``), so
 a short first step (``--warm-new-tokens 16``) only warms the kernels and the collectives.
@@ -97,7 +97,7 @@ def main() -> None:
     from cuda_agent.agent.episode import Episode, Turn
     from cuda_agent.policy import Policy, PolicyConfig
     from cuda_agent.runner.config import TrainConfig
-    from cuda_agent.runner.update import update
+    from cuda_agent.runner.trainer.update import update
 
     t_build = time.perf_counter()
     model, tokenizer = build_model(args.model, device, args.seed)  # the same in every process

@@ -12,7 +12,7 @@ vocabulary), bf16 on CUDA, full fine-tuning, ``prompts`` x ``samples`` = 8 x 8 s
 one optimizer step (AdamW, lr 1e-6) over the 64 sequences in micro-batches of ``micro-batch``.
 
 - **ours**: ``Policy.generate`` (n = samples per prompt), the reward, episodes collated by
-  ``cuda_agent.agent.collate`` and ``runner.update.update`` with GRPO group advantages: the RL
+  ``cuda_agent.agent.collate`` and ``runner.trainer.update.update`` with GRPO group advantages: the RL
   step of ``cuda-agent train``. The first step compiles the decoding loop and is not timed.
 - **trl**: ``trl.GRPOTrainer`` with ``per_device_train_batch_size = micro-batch``,
   ``gradient_accumulation_steps = 64 / micro-batch`` (one generation of 8 prompts x 8 samples
@@ -124,7 +124,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     from cuda_agent.agent.episode import Episode, Turn
     from cuda_agent.policy import Policy, PolicyConfig
     from cuda_agent.runner.config import TrainConfig
-    from cuda_agent.runner.update import update
+    from cuda_agent.runner.trainer.update import update
 
     model, tokenizer = build_model(args.shape, args.device, args.seed)
     policy = Policy.from_model(model, tokenizer, PolicyConfig(device=args.device, lora_rank=0))
@@ -197,7 +197,7 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
     from cuda_agent.policy import Policy, PolicyConfig
     from cuda_agent.reward import milestone_reward
     from cuda_agent.runner.config import TrainConfig
-    from cuda_agent.runner.update import update
+    from cuda_agent.runner.trainer.update import update
 
     backend = "cuda" if args.device.startswith("cuda") else "cpu"
     if args.task_set == "compositions":  # the training compositions, compact solutions

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from cuda_agent.agent.episode import History
 from cuda_agent.rl_core import AggregationMode
 
-from .update_config import (
+from .trainer.update_config import (
     AdvantageKind,
     GaeAdvantage,
     GroupAdvantage,
@@ -26,7 +26,7 @@ from .update_config import (
     build,
     toml_names,
 )
-from .update_config import (
+from .trainer.update_config import (
     update_config as build_update_config,
 )
 

@@ -22,7 +22,7 @@ from cuda_agent.agent import Episode, collate, episode_from_json, episode_to_jso
 from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
-from ..update import supervised_step
+from ..trainer.update import supervised_step
 from .rollouts import collect_split, episode_stats, pick_tasks
 
 STAGE = "rft"

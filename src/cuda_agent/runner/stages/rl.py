@@ -23,8 +23,8 @@ from cuda_agent.rl_core import informative_groups
 
 from .. import distributed as D
 from ..context import Run
-from ..update import update
-from ..update_config import GaeAdvantage
+from ..trainer.update import update
+from ..trainer.update_config import GaeAdvantage
 from .rollouts import collect_split, decode_delta, episode_stats, merged_throughput, pick_tasks
 
 

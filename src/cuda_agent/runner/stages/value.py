@@ -19,8 +19,8 @@ from cuda_agent.agent import collate
 
 from .. import distributed as D
 from ..context import Run
-from ..loss import gae
-from ..update import critic_step, critic_values
+from ..trainer.loss import gae
+from ..trainer.update import critic_step, critic_values
 from .rft import collected, episodes_path
 
 STAGE = "value"

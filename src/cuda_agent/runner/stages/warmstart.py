@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from .. import distributed as D
 from ..budget import WarmStartExample
 from ..context import Run
-from ..update import supervised_step
+from ..trainer.update import supervised_step
 
 STAGE = "warmstart"
 

@@ -36,10 +36,10 @@ from cuda_agent.agent import EpisodeBatch
 from cuda_agent.policy import PolicyOptimizer, ValueModel
 from cuda_agent.rl_core import AggregationCounts, aggregation_counts
 
+from .. import distributed as D
+from ..context import StabilityError
 from . import collective as C
-from . import distributed as D
 from . import loss as L
-from .context import StabilityError
 from .update_config import GaeAdvantage, GuardConfig, UpdateConfig
 
 
