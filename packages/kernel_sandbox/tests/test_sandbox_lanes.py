@@ -18,7 +18,9 @@ import pytest
 
 from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.kernel_sandbox._parent.gate import LaneHold, TimingGate
+from cuda_agent.kernel_sandbox._shared.protocol import JobConfig
 from cuda_agent.kernel_sandbox._shared.trace import read_spans, timing_overlaps
+from cuda_agent.kernel_sandbox._worker import _gpu_share
 from cuda_agent.kernel_sandbox.config import auto_lanes
 
 GiB = 1 << 30
@@ -350,3 +352,50 @@ def test_a_job_out_of_memory_beside_other_lanes_runs_again_alone(tmp_path, monke
     assert (
         alone.status == "runtime_error" and "rerun_alone" not in alone.extra
     )  # one lane: no one else's memory
+
+
+# The rerun alone may use the whole device: its candidate worker's share of the GPU (a quarter
+# with eight lanes) is lifted for that job (on the H200, 2026-12-03, 8 lanes judged 4-5 of 12
+# honest training compositions runtime_error while one lane judged all 12 ok).
+def test_the_rerun_alone_is_told_it_has_the_device_to_itself(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    config = _lanes_config(lanes_per_gpu=2, static_checks=False)
+    relu = TASKS["relu"]
+    seen: list[bool] = []
+    with Sandbox(config) as sandbox:
+        real_run = sandbox._run
+
+        def run(task, job, lane, measure_time, caller_sizes=False):
+            seen.append(job.config.device_alone)
+            return real_run(task, job, lane, measure_time, caller_sizes)
+
+        monkeypatch.setattr(sandbox, "_run", run)
+        result = sandbox.evaluate(relu, relu.solutions["cpu"] + OOM_ONCE)
+    assert result.status == "ok", result.message
+    assert "rerun_alone" in result.extra
+    assert seen == [False, True]  # the first run shares the device; the rerun has it alone
+
+
+def test_device_alone_travels_to_the_worker():
+    fields = {name: 0 for name in JobConfig.__dataclass_fields__}
+    fields.update(
+        backend="cuda",
+        device="cuda:0",
+        dtype_tolerances={},
+        allowed_torch_ops=(),
+        task_digest="d",
+        distribution="normal",
+        compile_baseline=None,
+    )
+    shared = JobConfig(**fields)
+    assert not JobConfig.from_json(shared.to_json()).device_alone
+    alone = JobConfig(**{**fields, "device_alone": True})
+    assert JobConfig.from_json(alone.to_json()).device_alone
+
+
+@pytest.mark.parametrize(
+    ("role", "lanes", "share"),
+    [("candidate", 1, 1.0), ("candidate", 2, 0.5), ("candidate", 8, 0.25), ("reference", 8, 1.0)],
+)
+def test_only_candidate_workers_beside_other_lanes_are_capped(role, lanes, share):
+    assert _gpu_share(role, lanes) == share
