@@ -68,6 +68,12 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=2)
     parser.add_argument("--out-json", default="")
     parser.add_argument(
+        "--mmap-threshold",
+        type=int,
+        default=0,
+        help="glibc's fixed mmap threshold in bytes instead of the policy's (128 KiB)",
+    )
+    parser.add_argument(
         "--dynamic-mmap-threshold",
         action="store_true",
         help="leave glibc's mmap threshold dynamic (as before the policy fixed it on the CPU)",
@@ -101,6 +107,11 @@ def main() -> None:
         import cuda_agent.policy._policy as policy_module
 
         policy_module.fix_cpu_mmap_threshold = lambda *a, **k: False  # type: ignore[assignment]
+    elif args.mmap_threshold:
+        import cuda_agent.policy._policy as policy_module
+
+        fix = policy_module.fix_cpu_mmap_threshold
+        policy_module.fix_cpu_mmap_threshold = lambda *a, **k: fix(args.mmap_threshold)  # type: ignore[assignment]
 
     from cuda_agent.policy import Policy, PolicyConfig
     from cuda_agent.runner.config import TrainConfig, read_toml
