@@ -7,11 +7,13 @@ bash scripts/install.sh dev
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 # Test files in parallel processes (pytest-xdist), a file per process at a time so that a
-# module's shared fixtures are built once: most of the suite waits on compilers and sandbox
-# workers, one process each. At most 4 (each process starts its own sandboxes and models);
-# CUDA_AGENT_TEST_PROCESSES=1 runs them in this process, in order.
+# module's shared fixtures are built once. Most tests keep two cores busy (torch's threads, a
+# sandbox's workers, compilers): one process per two cores, at most 4. On a 2-core machine
+# that is one process (two took 39 min there, one 31 min on CI's: the suite is
+# CPU-bound). CUDA_AGENT_TEST_PROCESSES=N overrides it.
 cores=$(nproc 2>/dev/null || echo 2)
-processes=${CUDA_AGENT_TEST_PROCESSES:-$(( cores < 4 ? cores : 4 ))}
+half=$(( cores / 2 ))
+processes=${CUDA_AGENT_TEST_PROCESSES:-$(( half < 1 ? 1 : (half < 4 ? half : 4) ))}
 if [ "$processes" -gt 1 ]; then
     .venv/bin/python -m pytest -n "$processes" --dist loadfile "$@"
 else
