@@ -35,6 +35,7 @@ import pytest
 import torch
 
 from cuda_agent.policy.testing import save_tiny_model
+from cuda_agent.runner.testing import write_rewarded_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 1800  # a guard against a hung child, not a time limit (a busy 2-core machine)
@@ -87,24 +88,6 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def _kept_episodes(run: Path) -> None:
-    """Collected episodes with one rewarded (kept: rft trains on one row, so one process
-    takes part with none) and one malformed (dropped; the value stage fits both)."""
-    from cuda_agent.agent import Episode, Turn, episode_to_json
-    from cuda_agent.kernel_sandbox import EvalResult
-
-    ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=1.0)
-    good = Turn(0, (1, 2, 3), (40, 41, 42, 43), (-1.0,) * 4, "", "stop", "c", ok, 2.0, "fine")
-    bad = Turn(0, (1, 2, 3), (50, 51), (-1.0,) * 2, "", "stop", None, None, -1.0, "", "malformed")
-    episodes = [
-        Episode("relu", 0, "full", (good,), "target"),
-        Episode("silu", 1, "full", (bad,), "malformed"),
-    ]
-    (run / "rft").mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes)
-    (run / "rft" / "episodes.jsonl").write_text(text)
-
-
 def _command(world: int, *args: str) -> list[str]:
     train = ["-m", "cuda_agent.runner", "train", *args]
     if world == 1:  # no launcher: the trainer as it always ran
@@ -124,7 +107,7 @@ def _args(run: Path, inputs: dict[str, Path]) -> list[str]:
 
 
 def _train(world: int, run: Path, inputs: dict[str, Path]) -> None:
-    _kept_episodes(run)
+    write_rewarded_episodes(run)
     done = subprocess.run(_command(world, *_args(run, inputs)), cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -216,7 +199,7 @@ def test_a_two_process_run_killed_mid_run_resumes_under_two(
     tmp_path, inputs, two_process_run
 ) -> None:
     run = tmp_path / "killed"
-    _kept_episodes(run)
+    write_rewarded_episodes(run)
     proc = subprocess.Popen(_command(2, *_args(run, inputs)), cwd=ROOT, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.policy.testing import save_tiny_model
+from cuda_agent.runner.testing import write_rewarded_episodes
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -104,24 +105,6 @@ def heldout_tasks(tmp_path_factory) -> Path:
     return root
 
 
-def _kept_episodes(run: Path) -> None:
-    """Collected episodes with a rewarded one, written where the rft stage keeps its own (a
-    random tiny model earns no reward, so nothing it collects would be kept)."""
-    from cuda_agent.agent import Episode, Turn, episode_to_json
-    from cuda_agent.kernel_sandbox import EvalResult
-
-    ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=1.0)
-    good = Turn(0, (1, 2, 3), (40, 41, 42, 43), (-1.0,) * 4, "", "stop", "c", ok, 2.0, "fine")
-    bad = Turn(0, (1, 2, 3), (50, 51), (-1.0,) * 2, "", "stop", None, None, -1.0, "", "malformed")
-    episodes = [
-        Episode("relu", 0, "full", (good,), "target"),
-        Episode("silu", 1, "full", (bad,), "malformed"),
-    ]
-    (run / "rft").mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes)
-    (run / "rft" / "episodes.jsonl").write_text(text)
-
-
 def _train(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent.runner", "train", *args],
@@ -157,7 +140,7 @@ def test_train_runs_every_stage_and_writes_outputs(
     tmp_path, tiny_model_dir, short_tasks, heldout_tasks
 ):
     run = tmp_path / "run"
-    _kept_episodes(run)
+    write_rewarded_episodes(run)
     proc = _train(*_args(run, tiny_model_dir, short_tasks, heldout_tasks))
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = _records(run)
@@ -235,7 +218,7 @@ def test_a_run_killed_in_every_stage_resumes_without_lost_or_repeated_work(
     tmp_path, tiny_model_dir, short_tasks, heldout_tasks
 ):
     run = tmp_path / "run"
-    _kept_episodes(run)
+    write_rewarded_episodes(run)
     state_file = run / "state.json"
 
     def state() -> dict:
@@ -319,7 +302,7 @@ def test_groups_without_signal_and_too_few_kept_episodes_train_nothing(
     # A random tiny model earns the same reward on every turn: with dynamic sampling no RL
     # group carries a signal, so no RL step updates; one kept rft episode is under the minimum.
     run = tmp_path / "run"
-    _kept_episodes(run)
+    write_rewarded_episodes(run)
     quick = ["--warmstart-steps", "0", "--value-steps", "0", "--eval-train", "false"]
     gates = ["--drop-uniform-groups", "true", "--rft-min-kept", "2"]
     proc = _train(*_args(run, tiny_model_dir, short_tasks, heldout_tasks, *quick, *gates))

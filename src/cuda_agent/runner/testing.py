@@ -1,0 +1,31 @@
+"""Run fixtures for tests and smoke runs of the trainer with a tiny random model.
+
+``write_rewarded_episodes(run)`` writes, where the rft stage keeps what it collected, two
+episodes: one rewarded (kept: rft fine-tunes on it) and one malformed (dropped; the value
+stage fits both). A random tiny model earns no reward, so nothing it collects itself would be
+kept, and the stages after collection would have nothing to train on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_rewarded_episodes(run: Path) -> Path:
+    """Write ``run/rft/episodes.jsonl`` (a rewarded ``relu`` episode, a malformed ``silu``
+    one) and return its path. A run resumed from ``run`` then finds rft's collection done."""
+    from cuda_agent.agent import Episode, Turn, episode_to_json
+    from cuda_agent.kernel_sandbox import EvalResult
+
+    ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=1.0)
+    good = Turn(0, (1, 2, 3), (40, 41, 42, 43), (-1.0,) * 4, "", "stop", "c", ok, 2.0, "fine")
+    bad = Turn(0, (1, 2, 3), (50, 51), (-1.0,) * 2, "", "stop", None, None, -1.0, "", "malformed")
+    episodes = [
+        Episode("relu", 0, "full", (good,), "target"),
+        Episode("silu", 1, "full", (bad,), "malformed"),
+    ]
+    path = run / "rft" / "episodes.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
+    return path
