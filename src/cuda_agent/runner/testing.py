@@ -17,6 +17,7 @@ def write_rewarded_episodes(run: Path) -> Path:
     one) and return its path. A run resumed from ``run`` then finds rft's collection done."""
     from cuda_agent.agent import Episode, Turn, episode_to_json
     from cuda_agent.kernel_sandbox import EvalResult
+    from cuda_agent.runner.checkpoint import write_text_atomic
 
     ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=1.0)
     good = Turn(0, (1, 2, 3), (40, 41, 42, 43), (-1.0,) * 4, "", "stop", "c", ok, 2.0, "fine")
@@ -27,5 +28,5 @@ def write_rewarded_episodes(run: Path) -> Path:
     ]
     path = run / "rft" / "episodes.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
+    write_text_atomic(path, "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes))
     return path
