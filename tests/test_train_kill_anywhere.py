@@ -43,6 +43,7 @@ import torch
 from safetensors.torch import load_file
 
 from cuda_agent.policy.testing import save_tiny_model
+from cuda_agent.runner.testing import write_rewarded_episodes
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -75,24 +76,6 @@ def _copy_tasks(root: Path, names: tuple[str, ...], compact: bool) -> Path:
         if compact:  # what the warm start teaches: one short line (the budget stays small)
             (root / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
     return root
-
-
-def _kept_episodes(run: Path) -> None:
-    """A rewarded episode where the rft stage keeps its collection (the random model earns no
-    reward, so without it rft and value would have nothing to train on)."""
-    from cuda_agent.agent import Episode, Turn, episode_to_json
-    from cuda_agent.kernel_sandbox import EvalResult
-
-    ok = EvalResult(status="ok", candidate_time_ms=1.0, eager_time_ms=1.0)
-    good = Turn(0, (1, 2, 3), (40, 41, 42, 43), (-1.0,) * 4, "", "stop", "c", ok, 2.0, "fine")
-    bad = Turn(0, (1, 2, 3), (50, 51), (-1.0,) * 2, "", "stop", None, None, -1.0, "", "malformed")
-    episodes = [
-        Episode("relu", 0, "full", (good,), "target"),
-        Episode("silu", 1, "full", (bad,), "malformed"),
-    ]
-    (run / "rft").mkdir(parents=True)
-    text = "".join(json.dumps(episode_to_json(e)) + "\n" for e in episodes)
-    (run / "rft" / "episodes.jsonl").write_text(text)
 
 
 def _start(*args: str) -> subprocess.Popen[bytes]:
@@ -249,7 +232,7 @@ def test_a_run_killed_at_random_moments_ends_as_the_unkilled_run(tmp_path):
     common += ["--eval-tasks", str(heldout), *SMALL]
 
     reference = tmp_path / "unkilled"
-    _kept_episodes(reference)
+    write_rewarded_episodes(reference)
     phases = _unkilled(reference, [*common, "--out", str(reference)])
     expected = _records(reference)
     assert len(phases) == len(expected) + 1
@@ -266,7 +249,7 @@ def test_a_run_killed_at_random_moments_ends_as_the_unkilled_run(tmp_path):
     )
 
     run = tmp_path / "killed"
-    _kept_episodes(run)
+    write_rewarded_episodes(run)
     hit: list[str] = []
     for i, (phase, fraction) in enumerate(moments):
         args = [*common, "--out", str(run)] if i == 0 else ["--resume", str(run), "--quiet"]
