@@ -101,6 +101,38 @@ def test_sampler_logprobs_match_token_logprobs_at_temperature_one(
         torch.testing.assert_close(torch.tensor(s.sampler_logprobs), expected, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("temperature", [0.6, 1.4])
+def test_sampler_logprobs_match_token_logprobs_at_the_sampling_temperature(
+    make_policy: Any, prompts: list[list[int]], temperature: float
+) -> None:
+    """An RL update compares its log-probs with the sampler's: scored at the temperature the
+    answers were drawn at, they are the same numbers; at 1 they are not."""
+    policy = make_policy()
+    samples = flat(
+        policy.generate(prompts, n=2, max_new_tokens=16, temperature=temperature, seed=0)
+    )
+    pairs = ([s.prompt_ids for s in samples], [s.response_ids for s in samples])
+    with torch.no_grad():
+        tempered = policy.token_logprobs(*pairs, temperature=temperature)
+        plain = policy.token_logprobs(*pairs)
+    gaps = []
+    for b, s in enumerate(samples):
+        n = len(s.response_ids)
+        sampler = torch.tensor(s.sampler_logprobs)
+        torch.testing.assert_close(sampler, tempered.logprobs[b, :n], atol=1e-4, rtol=1e-4)
+        gaps.append(float((sampler - plain.logprobs[b, :n]).abs().max()))
+    assert max(gaps) > 1e-2
+
+
+def test_a_scoring_temperature_of_zero_or_less_is_refused(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    policy = make_policy()
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="temperature must be > 0"):
+            policy.token_logprobs(prompts[:1], [[5, 6]], temperature=bad)
+
+
 def processed_reference(policy: Policy, s: Sample, temperature: float, top_k: int) -> torch.Tensor:
     """log_softmax(top_k(logits / temperature)) at the chosen tokens, from a full forward pass."""
     ids = torch.tensor([s.prompt_ids + s.response_ids])

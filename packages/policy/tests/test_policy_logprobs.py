@@ -16,13 +16,14 @@ RESPONSES = [[70, 71, 72, 73, 2], [100], [5, 6, 7, 8, 9, 10, 11, 12]]
 
 
 def reference_logprobs(
-    policy: Policy, prompt: list[int], response: list[int]
+    policy: Policy, prompt: list[int], response: list[int], temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Full-sequence forward of a float64 copy, full log_softmax, gather: ([T], entropy [T])."""
+    """Full-sequence forward of a float64 copy, full log_softmax of logits / temperature,
+    gather: ([T], entropy [T])."""
     model = copy.deepcopy(policy.model).double().eval()
     ids = torch.tensor([prompt + response])
     with torch.no_grad():
-        logits = model(input_ids=ids).logits[0]
+        logits = model(input_ids=ids).logits[0] / temperature
     logp = torch.log_softmax(logits, dim=-1)[len(prompt) - 1 : -1]
     token_logp = logp.gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
     entropy = -(logp.exp() * logp).sum(-1)
@@ -37,20 +38,22 @@ def perturb_lora(policy: Policy) -> None:
             p.add_(torch.randn_like(p) * 0.3)
 
 
-@pytest.mark.parametrize("separable_head", [True, False])
+@pytest.mark.parametrize(
+    ("separable_head", "temperature"), [(True, 1.0), (False, 1.0), (True, 0.7), (False, 1.5)]
+)
 def test_token_logprobs_match_float64_reference(
-    make_policy: Any, prompts: list[list[int]], separable_head: bool
+    make_policy: Any, prompts: list[list[int]], separable_head: bool, temperature: float
 ) -> None:
     policy = make_policy()
     perturb_lora(policy)
     policy._separable_head = separable_head  # also exercise the full-logits fallback
-    out = policy.token_logprobs(prompts, RESPONSES, with_entropy=True)
+    out = policy.token_logprobs(prompts, RESPONSES, with_entropy=True, temperature=temperature)
     width = max(map(len, RESPONSES))
     assert out.logprobs.shape == out.mask.shape == (3, width)
     assert out.logprobs.dtype == torch.float32 and out.mask.dtype == torch.bool
     assert out.entropy is not None and out.entropy.shape == (3, width)
     for b, (prompt, response) in enumerate(zip(prompts, RESPONSES, strict=True)):
-        ref_logp, ref_entropy = reference_logprobs(policy, prompt, response)
+        ref_logp, ref_entropy = reference_logprobs(policy, prompt, response, temperature)
         assert out.mask[b].tolist() == [True] * len(response) + [False] * (width - len(response))
         torch.testing.assert_close(
             out.logprobs[b, : len(response)].double(), ref_logp, atol=1e-5, rtol=1e-5

@@ -134,9 +134,11 @@ def critic_step(
     return {"value_loss": C.total([loss_sum], here)[0], "grad_norm": stats["grad_norm"]}
 
 
-def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) -> torch.Tensor:
-    """Every row's log-probs without gradients: the policy's, or with ``base`` the base
-    model's (the KL reference: the LoRA adapters switched off)."""
+def _logprobs(
+    policy: Any, batch: EpisodeBatch, micro: int, temperature: float, base: bool = False
+) -> torch.Tensor:
+    """Every row's log-probs at ``temperature`` without gradients: the policy's, or with
+    ``base`` the base model's (the KL reference: the LoRA adapters switched off)."""
     out = torch.zeros(len(batch), batch.width)
     adapters_off = policy.adapters_disabled() if base else contextlib.nullcontext()
     with torch.no_grad(), adapters_off:
@@ -147,16 +149,22 @@ def _logprobs(policy: Any, batch: EpisodeBatch, micro: int, base: bool = False) 
             _idle(lambda: policy.token_logprobs([], []).logprobs),
         ):
             sub = batch.select(part)
-            logprobs = policy.token_logprobs(sub.prompt_ids, sub.response_ids).logprobs
+            logprobs = policy.token_logprobs(
+                sub.prompt_ids, sub.response_ids, temperature=temperature
+            ).logprobs
             out[part, : logprobs.shape[1]] = logprobs.float().cpu()
     return out
 
 
-def _scored(policy: Any, prompts: list[list[int]], responses: list[list[int]]) -> Any:
-    """The update's forward: log-probs with gradient, and the entropy as a plain value (a
-    statistic: its [chunk, vocab] tensors are then not kept for, nor rebuilt in, the
-    backward)."""
-    return policy.token_logprobs(prompts, responses, with_entropy=True, entropy_grad=False)
+def _scored(
+    policy: Any, prompts: list[list[int]], responses: list[list[int]], temperature: float
+) -> Any:
+    """The update's forward at ``temperature``: log-probs with gradient, and the entropy as a
+    plain value (a statistic: its [chunk, vocab] tensors are then not kept for, nor rebuilt
+    in, the backward)."""
+    return policy.token_logprobs(
+        prompts, responses, with_entropy=True, entropy_grad=False, temperature=temperature
+    )
 
 
 def update(
@@ -190,8 +198,11 @@ def update(
         adv_bt = batch.per_row(L.group_advantages(batch, advantage))
     policy.eval()
     micro, loss_settings = config.micro_batch, config.loss
-    old_all = _logprobs(policy, batch, micro) if config.updates_per_batch > 1 else None
-    ref_all = _logprobs(policy, batch, micro, base=True) if loss_settings.kl_coef else None
+    temperature = config.scoring_temperature
+    old_all = _logprobs(policy, batch, micro, temperature) if config.updates_per_batch > 1 else None
+    ref_all = (
+        _logprobs(policy, batch, micro, temperature, base=True) if loss_settings.kl_coef else None
+    )
 
     sums = {"tokens": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "value_loss": 0.0}
     ratios: list[dict[str, float]] = []
@@ -200,7 +211,7 @@ def update(
     rows = list(range(len(batch)))
     world, here = C.world_size(), policy.device
     per_update = max(1, -(-len(rows) // config.updates_per_batch))
-    idle = _idle(lambda: _scored(policy, [], []).logprobs, optimizer)
+    idle = _idle(lambda: _scored(policy, [], [], temperature).logprobs, optimizer)
     for minibatch in C.padded(C.chunks(rows, per_update), here):
         mine = L.counts(batch.select(minibatch)) if minibatch else _no_counts()
         total = C.global_counts(mine, here)
@@ -210,7 +221,7 @@ def update(
             sub = batch.select(part)
             width = sub.width
             mask = sub.loss_mask_bt
-            out = _scored(policy, sub.prompt_ids, sub.response_ids)
+            out = _scored(policy, sub.prompt_ids, sub.response_ids, temperature)
             device = out.logprobs.device
             logprobs = out.logprobs.float()
             old = old_all[part, :width] if old_all is not None else logprobs.detach().cpu()

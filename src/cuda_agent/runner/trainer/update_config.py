@@ -9,7 +9,7 @@ reads.
       loss           LossConfig      eps_low, eps_high, aggregation, max_tokens,
                                      tis_max_weight, kl_coef
       guard          GuardConfig     max_ratio, min_ess, min_entropy, action
-      micro_batch, updates_per_batch
+      micro_batch, updates_per_batch, temperature
 
 The formulas they parametrise are ``rl_core``'s (``loss.py`` names each). ``TrainConfig`` keeps
 the flat settings that the flags and presets name (``--advantage``, ``--gae-lambda``, ...);
@@ -115,6 +115,14 @@ class UpdateConfig:
     updates_per_batch: int = field(
         default=1, metadata=_reads("updates_per_batch")
     )  # optimizer steps (PPO mini-batches)
+    # the rollouts' sampling temperature: the update's log-probs (new, old, reference) are
+    # those of softmax(logits / temperature), the distribution the sampler's came from (verl
+    # divides the actor's logits the same way); greedy rollouts (0) are scored at 1
+    temperature: float = field(default=1.0, metadata=_reads("temperature"))
+
+    @property
+    def scoring_temperature(self) -> float:
+        return self.temperature if self.temperature > 0 else 1.0
 
 
 SECTIONS: dict[str, tuple[type, ...]] = {
@@ -144,6 +152,7 @@ def update_config(flat: Any, stage: RLStage) -> UpdateConfig:
         build(GuardConfig, flat),
         flat.micro_batch,
         flat.updates_per_batch,
+        flat.temperature,
     )
 
 

@@ -87,4 +87,5 @@ class LocalModel:
             vocab_size,
             with_entropy=with_entropy,
             entropy_grad=entropy_grad,
+            temperature=batch.temperature,
         )

@@ -323,6 +323,7 @@ class Policy(PersistenceMixin):
         *,
         with_entropy: bool = False,
         entropy_grad: bool = True,
+        temperature: float = 1.0,
     ) -> TokenLogprobs:
         """log p(response token | prompt, earlier response tokens) for a batch, with grad.
 
@@ -331,9 +332,12 @@ class Policy(PersistenceMixin):
         Runs in the current mode (call eval() first to disable dropout). `with_entropy` also
         returns each position's entropy, with grad; `entropy_grad=False` returns it as a plain
         value (a statistic): the same numbers, and the backward of the log-probs then holds
-        none of the entropy's [chunk, vocab] tensors.
+        none of the entropy's [chunk, vocab] tensors. `temperature` (> 0) scores under
+        softmax(logits / temperature), the distribution `generate` samples from at that
+        temperature (without top-k / top-p): an RL update on answers sampled at T compares its
+        log-probs with the sampler's at T; the entropy is that distribution's too.
         """
-        batch = right_padded_batch(prompt_ids, response_ids, self._pad_id, self.device)
+        batch = right_padded_batch(prompt_ids, response_ids, self._pad_id, self.device, temperature)
         mask = batch.mask
         if batch.empty:
             zeros = torch.zeros(mask.shape, dtype=torch.float32, device=self.device)

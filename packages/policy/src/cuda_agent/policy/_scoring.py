@@ -55,6 +55,8 @@ class ScoringBatch:
     positions: [B, T_resp_max]: where response token j of row b is predicted (read), i.e.
         len(prompt[b]) - 1 + j (clamped to the row's last response token past its end).
     targets: [B, T_resp_max] response token ids (0 past the end); mask: [B, T_resp_max] bool.
+    temperature: the logits are divided by it before the softmax (the distribution a sampler
+        at that temperature drew from); 1: the model's own.
     """
 
     input_ids: torch.Tensor
@@ -62,6 +64,7 @@ class ScoringBatch:
     positions: torch.Tensor
     targets: torch.Tensor
     mask: torch.Tensor
+    temperature: float = 1.0
 
     @property
     def empty(self) -> bool:
@@ -70,9 +73,18 @@ class ScoringBatch:
 
 
 def right_padded_batch(
-    prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int, device: torch.device
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
 ) -> ScoringBatch:
     """Check and batch (prompt, response) pairs for one forward pass (see ScoringBatch)."""
+    if not temperature > 0:
+        raise ValueError(
+            f"the scoring temperature must be > 0, got {temperature} (greedy answers are "
+            "scored at 1: the sampler records the model's own log-probs for them)"
+        )
     if len(prompt_ids) != len(response_ids):
         raise ValueError(f"got {len(prompt_ids)} prompts but {len(response_ids)} responses")
     if any(len(p) == 0 for p in prompt_ids):
@@ -104,6 +116,7 @@ def right_padded_batch(
         positions.to(device),
         targets.to(device),
         mask.to(device),
+        float(temperature),
     )
 
 
@@ -174,9 +187,11 @@ def _chunk_logprobs_and_entropy(
     targets_n: torch.Tensor,
     with_entropy: bool,
     entropy_grad: bool = True,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(target) = logit[target] - logsumexp(logits); the entropy is rl_core's
-    ``entropy_from_logits`` (its one home: exact for -inf logits too).
+    """log p(target) = z[target] - logsumexp(z), z = logits / temperature; the entropy (of the
+    same tempered distribution) is rl_core's ``entropy_from_logits`` (its one home: exact for
+    -inf logits too).
 
     Without ``entropy_grad`` the entropy is computed without autograd, after the log-probs, and
     ``_ENTROPY_ROWS`` rows at a time: nothing of it is saved for the backward, and the
@@ -184,6 +199,8 @@ def _chunk_logprobs_and_entropy(
     recomputation also rebuilds the entropy's saved [chunk, vocab] tensors, which then stay
     alive until the returned entropy is dropped, even when no gradient ever goes through them."""
     logits_nv = head(hidden_nh).float()
+    if temperature != 1.0:
+        logits_nv = logits_nv / temperature
     log_normaliser_n = torch.logsumexp(logits_nv, dim=-1)
     logprobs_n = logits_nv.gather(-1, targets_n[:, None]).squeeze(-1) - log_normaliser_n
     if not with_entropy:
@@ -204,8 +221,10 @@ def logprobs_from_hidden(
     *,
     with_entropy: bool,
     entropy_grad: bool = True,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Apply the output head to N hidden states in chunks; return ([N] logprobs, [N] entropy).
+    """Apply the output head to N hidden states in chunks; return ([N] logprobs, [N] entropy)
+    of the distribution softmax(logits / temperature).
 
     When autograd is recording, each chunk runs under activation checkpointing, so only the
     [chunk, H] hidden states are kept for the backward pass, never the [chunk, vocab] logits:
@@ -233,10 +252,13 @@ def logprobs_from_hidden(
                 t,
                 with_entropy,
                 entropy_grad,
+                temperature,
                 use_reentrant=False,
             )
         else:
-            lp, ent = _chunk_logprobs_and_entropy(head, h, t, with_entropy, entropy_grad)
+            lp, ent = _chunk_logprobs_and_entropy(
+                head, h, t, with_entropy, entropy_grad, temperature
+            )
         logprobs.append(lp)
         entropies.append(ent)
     if not logprobs:
