@@ -165,10 +165,12 @@ class Sandbox:
             result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
             if self.config.lanes_per_gpu != 1 and _out_of_memory(result):
                 # The other lanes' jobs hold memory too: once more, with the device alone
-                # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB).
-                # The candidate worker's cap (its share of the GPU) is lifted for the rerun.
+                # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB): the
+                # other lanes' jobs finished (their memory given back, LanePool.exclusive) and
+                # the gate held throughout. The candidate worker's cap (its share of the GPU)
+                # is lifted for the rerun.
                 alone = replace(job, config=replace(job.config, device_alone=True))
-                with lane.hold.alone():
+                with self._lanes.exclusive(lane), lane.hold.alone():
                     again = self._run(task, alone, lane, measure_time, caller_sizes=bool(sizes))
                 first = result.message.strip().splitlines()[0][:300]
                 result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")

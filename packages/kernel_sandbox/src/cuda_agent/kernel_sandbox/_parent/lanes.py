@@ -8,6 +8,14 @@ lane that ran its task lately when there is one (the most recent first), and the
 of the tasks a freed lane ran lately get it first; otherwise tasks are spread, one lane each,
 so that a task's first visit is paid once. The job that has waited longest is never passed
 over more times than there are lanes.
+
+A job may also need its device to itself (``exclusive``): the rerun of a job that ran out of
+memory beside other lanes. The timing gate keeps other lanes' *work* off the device, but not
+their *memory*: a lane between two sections still holds its inputs and outputs (on the H200,
+2026-12-03, the rerun under the gate alone failed again on 4 GiB-input tasks with other lanes'
+workers holding 20 to 42 GiB each). So the device's idle lanes are held back, and the job
+waits until every other lane of its device has finished its job (its workers then give their
+memory back) or waits for exclusivity itself; one exclusive job per device at a time.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .gate import LaneHold, TimingGate
@@ -76,6 +85,8 @@ class LanePool:
     _idle: list[Lane] = field(default_factory=list)
     _waiters: list[_Waiter] = field(default_factory=list)
     _cond: threading.Condition = field(default_factory=threading.Condition)
+    _exclusive: dict[int, Lane] = field(default_factory=dict)  # device -> the lane that has it
+    _parked: set[Lane] = field(default_factory=set)  # lanes waiting for their device to themselves
 
     def __post_init__(self) -> None:
         self._idle = list(self.lanes)
@@ -96,9 +107,47 @@ class LanePool:
         with self._cond:
             self._idle.append(lane)
             self._dispatch()
+            self._cond.notify_all()  # an exclusive job may be waiting for this lane
+
+    @contextlib.contextmanager
+    def exclusive(self, lane: Lane) -> Iterator[None]:
+        """Run the body with ``lane``'s device to itself (module docstring): no other lane of
+        the device is handed a job, and every other one has finished its job (or is waiting
+        for exclusivity too: two such jobs never wait for each other). The caller holds
+        ``lane`` (from ``take``) throughout."""
+        device = lane.device
+        with self._cond:
+            self._parked.add(lane)
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: device not in self._exclusive)
+            self._parked.discard(lane)
+            self._exclusive[device] = lane
+            self._cond.wait_for(
+                lambda: all(
+                    x is lane or x in self._idle or x in self._parked
+                    for x in self.lanes
+                    if x.device == device
+                )
+            )
+        try:
+            yield
+        finally:
+            with self._cond:
+                del self._exclusive[device]
+                self._dispatch()
+                self._cond.notify_all()
 
     def _dispatch(self) -> None:
-        """With the lock held: pair idle lanes with waiting jobs, same task first."""
+        """With the lock held: pair idle lanes with waiting jobs, same task first (not the
+        lanes of a device an exclusive job has)."""
+        held_back = [x for x in self._idle if x.device in self._exclusive]
+        self._idle = [x for x in self._idle if x.device not in self._exclusive]
+        try:
+            self._pair()
+        finally:
+            self._idle += held_back
+
+    def _pair(self) -> None:
         while self._idle and self._waiters:
             head = self._waiters[0]
             pair = None
