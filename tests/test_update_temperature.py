@@ -8,10 +8,8 @@ guard's ratio bounds) would measure the temperature, not the policy's drift.
 
 from __future__ import annotations
 
-import torch
-
 from cuda_agent.agent import Episode, Turn, collate
-from cuda_agent.policy import Policy, PolicyConfig, testing
+from cuda_agent.policy import Policy, testing
 from cuda_agent.runner.config import TrainConfig
 from cuda_agent.runner.trainer.update import update
 from cuda_agent.runner.trainer.update_config import GuardConfig, UpdateConfig
@@ -20,13 +18,7 @@ TEMPERATURE = 0.6
 
 
 def _policy() -> Policy:
-    tokenizer = testing.tiny_tokenizer()
-    config = PolicyConfig(device="cpu", lora_rank=4, lora_alpha=8, seed=0)
-    policy = Policy.from_model(testing.tiny_llama(tokenizer), tokenizer, config)
-    with torch.no_grad():  # LoRA B starts at zero: give the adapter weights
-        gen = torch.Generator().manual_seed(1)
-        for p in policy.trainable_parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.3)
+    policy: Policy = testing.tiny_lora_policy()
     return policy
 
 

@@ -81,6 +81,21 @@ def tiny_llama(tokenizer: Any, seed: int = 0, **overrides: Any) -> Any:
     return model.eval()
 
 
+def tiny_lora_policy(seed: int = 1, scale: float = 0.3) -> Any:
+    """A CPU ``Policy`` on ``tiny_llama`` with a rank-4 LoRA whose weights are drawn from
+    ``seed`` (times ``scale``): LoRA B starts at zero, an adapter that tests can see."""
+    from cuda_agent.policy import Policy, PolicyConfig
+
+    tokenizer = tiny_tokenizer()
+    config = PolicyConfig(device="cpu", lora_rank=4, lora_alpha=8, seed=0)
+    policy = Policy.from_model(tiny_llama(tokenizer), tokenizer, config)
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed)
+        for p in policy.trainable_parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * scale)
+    return policy
+
+
 def save_tiny_model(path: str | Path, seed: int = 0, **overrides: Any) -> Path:
     """Write a tiny model and its tokenizer to ``path`` (loadable as ``PolicyConfig(model=path)``)."""
     path = Path(path)
