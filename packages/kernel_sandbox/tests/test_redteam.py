@@ -76,6 +76,7 @@ def _still_works(sandbox: Sandbox) -> None:
 def test_redteam_case(case, strict, runtime_only, listener, tmp_path):
     task = TASKS[case["task"]]
     source = _source(case, tmp_path, listener)
+    sizes = case.get("sizes")  # a case may be judged at other problem sizes than the task's
     if case.get("kind") == "property":
         assert strict.evaluate(task, source).status == case["status"]  # evaluate alone passes
         report = check_candidate(strict, task, source, max_examples=10)
@@ -87,10 +88,10 @@ def test_redteam_case(case, strict, runtime_only, listener, tmp_path):
     if case.get("isolate"):
         _isolated(case, source, task.name)
         return
-    _check(strict.evaluate(task, source), case["status"], case.get("flags", []), case)
+    _check(strict.evaluate(task, source, sizes=sizes), case["status"], case.get("flags", []), case)
     _still_works(strict)
     if "runtime_status" in case:
-        result = runtime_only.evaluate(task, source)
+        result = runtime_only.evaluate(task, source, sizes=sizes)
         if case["name"] == "write_outside" and not result.extra.get("filesystem_confined"):
             pytest.skip("this kernel has no Landlock")
         if case["name"] == "network" and not result.extra.get("network_isolated"):

@@ -51,7 +51,14 @@ POLICY_MEMBERS: dict[str, list[str] | None] = {
     "save": ["self", "path"],
     "shard": ["self"],
     "sharded": None,
-    "token_logprobs": ["self", "prompt_ids", "response_ids", "with_entropy", "entropy_grad"],
+    "token_logprobs": [
+        "self",
+        "prompt_ids",
+        "response_ids",
+        "with_entropy",
+        "entropy_grad",
+        "temperature",
+    ],
     "train": ["self"],
     "trainable_parameters": ["self"],
 }
