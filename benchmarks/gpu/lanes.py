@@ -301,7 +301,8 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
             "statuses": _count(x.status for x in statuses),
         }
     print("baselines ahead", out["baselines_ahead"], flush=True)
-    for name, lanes in (("one_lane", 1), ("lanes", _lanes(args))):
+    pools = {"one_lane": 1, "lanes": _lanes(args)}
+    for name, lanes in ((n, pools[n]) for n in args.pools.split(",")):
         with Sandbox(SandboxConfig(backend=args.backend, lanes_per_gpu=lanes)) as sandbox:
             sandbox.warm_up()
             passes = {}
@@ -383,6 +384,9 @@ def main() -> None:
     parser.add_argument("--kernelbench", default=".kernelbench/KernelBench")
     parser.add_argument("--backend", default="cuda", help="cpu: a smoke run of the script")
     parser.add_argument("--compositions", type=int, default=24)
+    parser.add_argument(
+        "--pools", default="one_lane,lanes", help="compositions: which pools (one_lane, lanes)"
+    )
     parser.add_argument("--tasks", default="", help="built-in task names (default: all)")
     args = parser.parse_args()
     out = Path(args.out_dir)
