@@ -336,7 +336,7 @@ def _failures(jobs: list[tuple[Any, str]], results: list[EvalResult]) -> list[di
         {
             "task": task.name,
             "status": r.status,
-            "message": r.message[:800],
+            "message": r.message[:4000],
             **{k: r.extra[k] for k in keys if k in r.extra},
         }
         for (task, _), r in zip(jobs, results, strict=True)

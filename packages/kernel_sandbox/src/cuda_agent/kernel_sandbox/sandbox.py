@@ -174,6 +174,7 @@ class Sandbox:
                     again = self._run(task, alone, lane, measure_time, caller_sizes=bool(sizes))
                 first = result.message.strip().splitlines()[0][:300]
                 result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")
+            self._lanes.observe(task.digest, lane.device, result.extra)  # its memory footprint
         finally:
             self._lanes.put(lane)  # releases whatever the lane still held of the gate
         return _with_wall_time(result, time.perf_counter() - started)

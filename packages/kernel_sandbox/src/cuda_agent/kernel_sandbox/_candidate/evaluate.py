@@ -130,6 +130,7 @@ def run_job(
         seconds_extra["outputs_via"] = trial.outputs_via
     if device.type == "cuda" and torch.cuda.is_available():
         seconds_extra["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(device)
+        seconds_extra["gpu_total_bytes"] = torch.cuda.get_device_properties(device).total_memory
     extra = result.get("extra")
     result["extra"] = {
         **(extra if isinstance(extra, dict) else {}),

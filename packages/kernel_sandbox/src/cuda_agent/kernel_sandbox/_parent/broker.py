@@ -43,6 +43,7 @@ class Broker:
     reference: Worker
     record: dict[int, CheckVerdict] = field(default_factory=dict)
     seconds: float = 0.0  # spent waiting for the reference worker
+    reference_peak_bytes: int = 0  # the reference worker's peak of GPU memory over the checks
     # per output, an (atol, rtol) over the job's: the trivial-answer rule's (``_parent.trivial``)
     output_tolerances: list[list[float] | None] | None = None
 
@@ -72,6 +73,7 @@ class Broker:
         except WorkerDied as death:
             verdict = CheckVerdict(reference_failed=f"the reference worker failed: {death.reason}")
         self.seconds += time.perf_counter() - started
+        self.reference_peak_bytes = max(self.reference_peak_bytes, verdict.peak_gpu_bytes)
         self.record[request.index] = verdict
         return verdict.to_json()
 
@@ -112,6 +114,8 @@ def compose(report: dict[str, Any], broker: Broker, task: Task, backend: str) ->
     extra: dict[str, Any] = data["extra"] if isinstance(data.get("extra"), dict) else {}
     seconds = extra["seconds"] if isinstance(extra.get("seconds"), dict) else {}
     data["extra"] = {**extra, "seconds": {**seconds, "reference": broker.seconds}}
+    if broker.reference_peak_bytes:
+        data["extra"]["reference_peak_gpu_bytes"] = broker.reference_peak_bytes
     if trials:
         data["max_abs_error"] = max(t.max_abs_error for t in trials)
         data["max_rel_error"] = max(t.max_rel_error for t in trials)

@@ -166,6 +166,8 @@ def check(request: ReferenceCheck, home: Path, sections: Sections | None = None)
 
 def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     device = torch.device(request.device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     try:
         prints, want = _expected(request, home)
     except _task_runtime.TaskFailure as exc:
@@ -184,9 +186,11 @@ def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
         got, want, request.atol, request.rtol, request.dtype_tolerances, request.output_tolerances
     )
     del got, want  # (kept only if the cache holds them)
+    peak = 0
     if device.type == "cuda":
-        _trim_reserve(device)
-    return CheckVerdict(passed, max_abs, max_rel, message).to_json()
+        peak = torch.cuda.max_memory_allocated(device)  # what this check needed (the pool's
+        _trim_reserve(device)  # admission by memory, _parent/lanes.py)
+    return CheckVerdict(passed, max_abs, max_rel, message, peak_gpu_bytes=peak).to_json()
 
 
 def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:

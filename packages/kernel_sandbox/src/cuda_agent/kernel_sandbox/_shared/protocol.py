@@ -312,6 +312,8 @@ class CheckVerdict:
     max_rel_error: float = math.inf
     message: str = ""
     reference_failed: str | None = None
+    # the reference worker's peak of allocated GPU memory while it judged (0: not on a GPU)
+    peak_gpu_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         if self.reference_failed is not None:
@@ -330,6 +332,7 @@ class CheckVerdict:
             max_abs_error=_number(data.get("max_abs_error")),
             max_rel_error=_number(data.get("max_rel_error")),
             message=str(data.get("message", "")),
+            peak_gpu_bytes=_bytes(data.get("peak_gpu_bytes")),
         )
 
 
@@ -377,6 +380,12 @@ class PrepareReport:
         if not isinstance(data, dict):
             return cls(outcome="unreadable")
         return cls(outcome=str(data.get("outcome")), seconds=_number(data.get("seconds"), 0.0))
+
+
+def _bytes(value: Any) -> int:
+    """A byte count from a message: a non-negative finite number, else 0."""
+    number = _number(value, 0.0)
+    return int(number) if 0 <= number < 2**62 else 0
 
 
 def _number(value: Any, default: float = math.inf) -> float:
