@@ -16,7 +16,9 @@ with an evaluation after the warm start, ``gain_rl_over_warmstart_paired`` (each
 paired gain with its 95% bootstrap interval over the tasks, ``runner.comparison.compare``) and,
 for each of ``heldout_compositions``, ``heldout_ops`` and ``kernelbench_l1_subset`` whose tasks
 the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with its
-intervals, RL's gain with its interval's ends).
+intervals, RL's gain with its interval's ends). ``--control RUN_DIR`` names the SFT-only
+control (warm start alone, for as long as this run trained): each block then also holds the
+control against the warm start and RL's paired gain over the control (``rl_over_control``).
 """
 
 from __future__ import annotations
@@ -87,10 +89,15 @@ def learning(report: dict) -> dict:
     }
 
 
-def per_set(warm: list[dict], after: list[dict]) -> dict[str, dict]:
+def per_set(
+    warm: list[dict], after: list[dict], control: list[dict] | None = None
+) -> dict[str, dict]:
     """Issue 29's blocks (``comparison.learning_entry``) for each named evaluation set whose
     tasks the held-out evaluation holds (``--eval-tasks heldout-compositions+heldout-ops+
-    kernelbench-l1-subset`` evaluates all three at once)."""
+    kernelbench-l1-subset`` evaluates all three at once). With the SFT-only control's final
+    evaluation (``control``, the same tasks): ``control_sft_only``, the control against the
+    same warm start (``after_warmstart``, ``after_sft``, ``gain``), and ``rl_over_control``,
+    the gain of RL over the control, paired over the tasks, with its interval."""
     from cuda_agent.data import load_embedded
     from cuda_agent.runner.kernelbench_subset import L1_SUBSET
     from cuda_agent.runner.task_sets import HELDOUT
@@ -105,7 +112,38 @@ def per_set(warm: list[dict], after: list[dict]) -> dict[str, dict]:
         mine = [[r for r in rows if r["task"] in names] for rows in (warm, after)]
         if mine[0] and mine[1]:
             out[key] = learning_entry(*mine)
+            theirs = [r for r in control or [] if r["task"] in names]
+            if theirs:
+                out[key]["control_sft_only"] = learning_entry(
+                    mine[0], theirs, sides=("after_warmstart", "after_sft")
+                )
+                out[key]["rl_over_control"] = learning_entry(
+                    theirs, mine[1], sides=("after_sft", "after_rl")
+                )["gain"]
     return out
+
+
+def evaluation(run_dir: Path, name: str) -> Path:
+    """An evaluation's eval.json in a run directory (``eval/NAME/eval.json``) or in the
+    figures a learning run copied out (``eval_NAME.json``, ``benchmarks/gpu/learning_run.py``),
+    so that runs committed under ``benchmarks/results/`` can be compared later."""
+    inside = run_dir / "eval" / name / "eval.json"
+    return inside if inside.is_file() else run_dir / f"eval_{name}.json"
+
+
+def control_summary(control_dir: Path) -> dict:
+    """What the SFT-only control run was: its command's settings and its training seconds."""
+    config = json.loads((control_dir / "config.json").read_text())
+    records = [json.loads(x) for x in (control_dir / "metrics.jsonl").read_text().splitlines()]
+    seconds = sum(
+        float(r.get("seconds") or 0.0) for r in records if not r["stage"].endswith(EVAL_POINTS)
+    )
+    stages = sorted({r["stage"] for r in records if r.get("step") is not None})
+    return {
+        "training_s": seconds,
+        "training_stages": stages,
+        "warmstart_steps": config.get("warmstart_steps"),
+    }
 
 
 def main() -> None:
@@ -117,6 +155,12 @@ def main() -> None:
     parser.add_argument("--command", default="")
     parser.add_argument("--machine", default="")
     parser.add_argument("--learning", type=Path, help="also write learning.json here")
+    parser.add_argument(
+        "--control",
+        type=Path,
+        help="the SFT-only control's run directory (the same held-out tasks): its final "
+        "evaluation is compared with this run's in learning.json",
+    )
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
     records = [json.loads(x) for x in (args.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -164,13 +208,15 @@ def main() -> None:
     if args.learning:
         figure = learning(report)
         # the gain of RL over the warm start, paired over the held-out tasks, with its interval
-        warm, after = (
-            args.run_dir / "eval" / "heldout_warmstart",
-            args.run_dir / "eval" / "heldout_after",
-        )
-        if (warm / "eval.json").is_file() and (after / "eval.json").is_file():
+        warm = evaluation(args.run_dir, "heldout_warmstart")
+        after = evaluation(args.run_dir, "heldout_after")
+        control = None
+        if args.control:
+            control = read_rows(evaluation(args.control, "heldout_after"))
+            figure["control_sft_only"] = control_summary(args.control)
+        if warm.is_file() and after.is_file():
             figure["gain_rl_over_warmstart_paired"] = compare_files(warm, after)
-            figure.update(per_set(read_rows(warm), read_rows(after)))
+            figure.update(per_set(read_rows(warm), read_rows(after), control))
         args.learning.write_text(json.dumps(figure, indent=2) + "\n")
         print(json.dumps({k: figure[k] for k in ("gain_rl_over_warmstart", "target_met")}))
     short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}

@@ -294,5 +294,8 @@ def test_a_run_killed_at_random_moments_ends_as_the_unkilled_run(tmp_path):
     _tensors_close(optimizers, _optimizers(unkilled_last), "optimizers")
     state = json.loads((run / "state.json").read_text())
     unkilled_state = json.loads((reference / "state.json").read_text())
+    # every committed training step's time is in the training seconds, kills or not
+    stepped = sum(r["seconds"] for r in got if r.get("step") is not None and "seconds" in r)
+    assert state["train_seconds"] >= stepped
     assert state["stage_steps"] == unkilled_state["stage_steps"]
     assert state["finished_stages"] == unkilled_state["finished_stages"]

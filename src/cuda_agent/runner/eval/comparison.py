@@ -119,12 +119,15 @@ def compare_sets(
 
 
 def learning_entry(
-    warmstart: Sequence[Mapping[str, Any]], rl: Sequence[Mapping[str, Any]]
+    warmstart: Sequence[Mapping[str, Any]],
+    rl: Sequence[Mapping[str, Any]],
+    sides: tuple[str, str] = ("after_warmstart", "after_rl"),
 ) -> dict[str, Any]:
     """One evaluation set's block of a learning figure: the same tasks evaluated after the warm
     start and after RL, each side's ``pass_at_1``, ``fast_1`` (best kernel of the task's
     samples), ``fast_1_at_1`` and their ``ci95`` (``[low, high]``), and the
-    ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``)."""
+    ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``).
+    ``sides`` names the two sides (the SFT-only control's block: ``after_sft``)."""
     c = compare(warmstart, rl)
     shown = [m for m in ("pass_at_1", "fast_1", "fast_1_at_1") if m in c]
 
@@ -137,8 +140,8 @@ def learning_entry(
     return {
         "tasks": c["tasks"],
         "samples": min((int(r.get("samples", 1)) for r in [*warmstart, *rl]), default=0),
-        "after_warmstart": side("before"),
-        "after_rl": side("after"),
+        sides[0]: side("before"),
+        sides[1]: side("after"),
         "gain": {
             **{m: c[m]["gain"] for m in shown},
             **{key: {m: c[m][key] for m in shown} for key in ("ci95_low", "ci95_high")},

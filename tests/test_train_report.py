@@ -1,0 +1,102 @@
+"""``benchmarks/train_report.py``'s learning figure (issue 29): each held-out set's block, and
+with ``--control`` the SFT-only control beside RL: the control against the same warm start, and
+RL's gain over the control paired over the tasks. The run directories are written here as the
+trainer lays them out (config, metrics, each evaluation's eval.json)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.runner.eval.comparison import eval_intervals
+from cuda_agent.runner.task_sets import HELDOUT
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "train_report.py"
+
+
+def _rows(correct: list[int], samples: int = 4) -> list[dict]:
+    """One row per held-out operator: ``correct[i]`` of ``samples`` samples correct."""
+    return [
+        {"task": name, "correct": c > 0, "speedup_vs_eager": 1.2 if c else None,
+         "samples": samples, "samples_correct": c, "samples_fast_1": c}
+        for name, c in zip(HELDOUT, correct, strict=True)
+    ]  # fmt: skip
+
+
+def _run(
+    path: Path, evals: dict[str, list[dict]], steps: dict[str, int], copied: bool = False
+) -> Path:
+    """A run directory: config.json, metrics.jsonl (each training step 2 s) and the
+    evaluations' eval.json; ``copied``: as a learning run copies them out
+    (``eval_heldout_after.json``, benchmarks/gpu/learning_run.py)."""
+    path.mkdir(parents=True)
+    config = {"model": "/models/smol.gguf", "backend": "cuda", "max_new_tokens": 0}
+    (path / "config.json").write_text(json.dumps({**config, "warmstart_steps": steps["warmstart"]}))
+    records = [{"stage": "heldout_before", "pass_rate": 0.0, "fast_1": 0.0}]
+    for stage, n in steps.items():
+        records += [{"stage": stage, "step": k, "seconds": 2.0} for k in range(n)]
+    for name, rows in evals.items():
+        share = sum(r["correct"] for r in rows) / len(rows)
+        records.append({"stage": f"heldout_{name}", "pass_rate": share, "fast_1": share})
+        body = json.dumps({"per_task": rows, "ci95": eval_intervals(rows)})
+        if copied:
+            (path / f"eval_heldout_{name}.json").write_text(body)
+        else:
+            (path / "eval" / f"heldout_{name}").mkdir(parents=True)
+            (path / "eval" / f"heldout_{name}" / "eval.json").write_text(body)
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _report(tmp_path: Path, *extra: str) -> dict:
+    warm = _rows([1, 0, 0, 0, 0, 0])
+    rl = _run(
+        tmp_path / "rl",
+        {"warmstart": warm, "after": _rows([4, 4, 4, 4, 4, 0])},
+        {"warmstart": 10, "rl": 5},
+    )
+    learning = tmp_path / "learning.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
+         "--learning", str(learning), *extra],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(learning.read_text())
+
+
+@pytest.mark.parametrize("copied", [False, True], ids=["run-directory", "learning-run-copy"])
+def test_the_control_is_compared_with_the_warm_start_and_with_rl(tmp_path, copied):
+    control = _run(
+        tmp_path / "control",
+        {"after": _rows([4, 4, 0, 0, 0, 0])},  # the warm start alone, trained as long as RL
+        {"warmstart": 15},
+        copied,
+    )
+    got = _report(tmp_path, "--control", str(control))
+    ops = got["heldout_ops"]
+    assert ops["after_warmstart"]["pass_at_1"] == pytest.approx(1 / 24)
+    assert ops["after_rl"]["pass_at_1"] == pytest.approx(20 / 24)
+    sft = ops["control_sft_only"]
+    assert sft["after_warmstart"] == ops["after_warmstart"]  # the same warm start
+    assert sft["after_sft"]["pass_at_1"] == pytest.approx(8 / 24)
+    assert sft["gain"]["pass_at_1"] == pytest.approx(7 / 24)
+    assert ops["rl_over_control"]["pass_at_1"] == pytest.approx(12 / 24)
+    low, high = ops["rl_over_control"]["ci95_low"], ops["rl_over_control"]["ci95_high"]
+    assert low["pass_at_1"] <= 12 / 24 <= high["pass_at_1"]
+    assert got["control_sft_only"] == {
+        "training_s": 30.0,
+        "training_stages": ["warmstart"],
+        "warmstart_steps": 15,
+    }
+
+
+def test_without_a_control_the_blocks_hold_only_rl(tmp_path):
+    got = _report(tmp_path)
+    assert "control_sft_only" not in got and "rl_over_control" not in got["heldout_ops"]
+    assert got["heldout_ops"]["gain"]["pass_at_1"] == pytest.approx(19 / 24)
