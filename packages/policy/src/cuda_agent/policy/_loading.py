@@ -1,9 +1,24 @@
 """Finding model weights (alias, hub id, directory, .gguf file), wrapping a model with LoRA, and
-the LoRA helpers the policy and the critic share (an adapter's parameters, requires_grad flags)."""
+the LoRA helpers the policy and the critic share (an adapter's parameters, requires_grad flags).
+
+A ``.gguf`` file is de-quantized by transformers on every load (about 12 s for the embedded
+SmolLM2-135M on 2 cores). The first load keeps the result as a plain transformers directory
+(``config.json``, ``model.safetensors`` in float32, the tokenizer) under
+``$CUDA_AGENT_CACHE/models`` (default ``~/.cache/cuda-agent/models``), named by the file's
+content hash and the transformers version, and every load, the first included, reads that
+directory (0.3 s): the same weights bit for bit, at any dtype, and the same tokenizer and chat
+template (``tests/test_policy_gguf.py``). ``CUDA_AGENT_MODEL_CACHE=0`` turns it off; a
+directory that cannot be written leaves the load as it was.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,8 +99,64 @@ def resolve_model_source(model: str) -> ModelSource:
     return ModelSource(model)  # a hub id
 
 
+def converted_dir(source: ModelSource) -> Path | None:
+    """Where a GGUF source's de-quantized copy is kept (module docstring); ``None`` for other
+    sources or with ``CUDA_AGENT_MODEL_CACHE=0``."""
+    if source.gguf_file is None or os.environ.get("CUDA_AGENT_MODEL_CACHE", "1") == "0":
+        return None
+    import transformers
+
+    path = Path(source.name_or_path) / source.gguf_file
+    digest = hashlib.sha256(transformers.__version__.encode())
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    root = os.environ.get("CUDA_AGENT_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "cuda-agent"
+    )
+    return Path(root) / "models" / f"{path.stem}-{digest.hexdigest()[:16]}"
+
+
+def _keep_converted(model: Any, tokenizer: Any, target: Path) -> bool:
+    """Write the de-quantized ``model`` (float32) and ``tokenizer`` to ``target``, whole or not
+    at all (a temporary directory renamed into place; a concurrent writer's copy wins)."""
+    from safetensors.torch import save_model
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
+    except OSError:
+        return False
+    try:
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)  # the weights are plain tensors now
+        (staging / "config.json").write_text(json.dumps(config, indent=2))
+        save_model(model, str(staging / "model.safetensors"))  # tied weights stored once
+        tokenizer.save_pretrained(str(staging))
+        os.rename(staging, target)
+        return True
+    except OSError:  # no space, read-only, or another process renamed its copy first
+        return target.is_dir()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def load_pretrained(source: ModelSource, dtype: torch.dtype) -> tuple[Any, Any]:
-    """Load (model, tokenizer) with transformers; turn 'not found / offline' into a clear error."""
+    """Load (model, tokenizer) with transformers; turn 'not found / offline' into a clear error.
+    A GGUF source is read from its de-quantized copy, made on the first load (module
+    docstring)."""
+    target = converted_dir(source)
+    if target is not None:
+        if not (target / "model.safetensors").is_file():
+            model, tokenizer = _load(source, torch.float32)
+            if not _keep_converted(model, tokenizer, target):
+                return model.to(dtype), tokenizer
+            del model
+        return _load(ModelSource(str(target)), dtype)
+    return _load(source, dtype)
+
+
+def _load(source: ModelSource, dtype: torch.dtype) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kwargs: dict[str, Any] = {}
