@@ -319,9 +319,12 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
                     "failures": _failures(jobs, results),
                     "reruns_alone": sum("rerun_alone" in r.extra for r in results),
                 }
+            pool = sandbox._lanes  # what admission by memory learnt (_parent/lanes.py)
             out[name] = {
                 "lanes_per_gpu": sandbox.config.lanes_per_gpu,
                 "gate": sandbox.gate_stats(),
+                "footprints_gib": sorted(round(b / 2**30, 2) for b in pool.footprints.values()),
+                "capacity_gib": {str(d): round(b / 2**30, 2) for d, b in pool.capacity.items()},
                 **passes,
             }
         print(name, json.dumps({k: v["evaluations_per_minute"] for k, v in passes.items()}))
