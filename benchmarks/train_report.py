@@ -131,16 +131,27 @@ def evaluation(run_dir: Path, name: str) -> Path:
     return inside if inside.is_file() else run_dir / f"eval_{name}.json"
 
 
+def read_records(run_dir: Path) -> list[dict]:
+    """A run's metrics records (``metrics.jsonl``), in order."""
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def stage_seconds(records: list[dict]) -> dict[str, float]:
+    """Seconds per stage over the records that are not evaluations."""
+    seconds: dict[str, float] = {}
+    for r in records:
+        if not r["stage"].endswith(EVAL_POINTS):
+            seconds[r["stage"]] = seconds.get(r["stage"], 0.0) + float(r.get("seconds") or 0.0)
+    return seconds
+
+
 def control_summary(control_dir: Path) -> dict:
     """What the SFT-only control run was: its command's settings and its training seconds."""
     config = json.loads((control_dir / "config.json").read_text())
-    records = [json.loads(x) for x in (control_dir / "metrics.jsonl").read_text().splitlines()]
-    seconds = sum(
-        float(r.get("seconds") or 0.0) for r in records if not r["stage"].endswith(EVAL_POINTS)
-    )
+    records = read_records(control_dir)
     stages = sorted({r["stage"] for r in records if r.get("step") is not None})
     return {
-        "training_s": seconds,
+        "training_s": sum(stage_seconds(records).values()),
         "training_stages": stages,
         "warmstart_steps": config.get("warmstart_steps"),
     }
@@ -163,7 +174,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
-    records = [json.loads(x) for x in (args.run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_records(args.run_dir)
     evals = {r["stage"]: r for r in records if r["stage"].endswith(EVAL_POINTS)}
     # The device's copy of the tree may carry an older .git: the caller names the commit.
     commit = (
@@ -172,10 +183,7 @@ def main() -> None:
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
     )
-    seconds: dict[str, float] = {}
-    for r in records:
-        if r["stage"] not in evals:
-            seconds[r["stage"]] = seconds.get(r["stage"], 0.0) + float(r.get("seconds") or 0.0)
+    seconds = stage_seconds(records)
     report = {
         "benchmark": f"train_{args.label}",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
