@@ -279,6 +279,26 @@ def test_a_deadline_passed_at_start_stops_before_the_first_unit(setup, reference
     assert [s["end"] for s in summary["sessions"]] == ["deadline", "deadline", "finished"]
 
 
+def test_a_run_without_the_evaluation_before_starts_at_the_warm_start(setup, tmp_path, capsys):
+    """``--eval-before false`` (the untrained model's score known, device time short): no
+    ``heldout_before``, the first unit after the baselines is the warm start, and the summary
+    still compares the end with the warm start."""
+    run = tmp_path / "run"
+    flags = ["--eval-before", "false", "--rl-warmup-steps", "0", "--rft-tasks", "0", "--steps", "1"]
+    code, err = _invoke(["train", *setup, *flags, "--out", str(run)], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in (run / "eval").iterdir()) == [
+        "heldout_after",
+        "heldout_warmstart",
+    ]
+    stages = [r["stage"] for r in _records(run)]
+    assert stages[0] == "warmstart" and "heldout_before" not in stages
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["heldout_pass_rate_before"] is None
+    assert "heldout_gain_after_over_before" not in summary
+    assert summary["heldout_gain_after_over_warmstart"]["pass_rate"]["after"] is not None
+
+
 def test_deadline_flags(capsys):
     def parse(*flags: str) -> argparse.Namespace:
         return _parser().parse_args(["train", *flags])

@@ -9,6 +9,7 @@ verdicts the one-lane pool gives them, and their neighbours stay ``ok``.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import tomllib
@@ -270,6 +271,30 @@ def test_baselines_are_measured_ahead_and_then_kept(tmp_path, monkeypatch):
     assert result.status == "ok" and result.extra["compile_baseline"] == "cached"
     with Sandbox(_lanes_config(lanes_per_gpu=1)) as off:  # no torch.compile timing on the CPU
         assert [s.status for s in off.measure_baselines(tasks)] == ["off", "off"]
+    # A kept baseline tells the lanes what its task needs on the device before any job has run
+    # (on the CPU nothing is measured there: the files are given a GPU's figures here).
+    assert sandbox._lanes.footprints == {}
+    for path in (tmp_path / "baselines").glob("*.json"):
+        kept = json.loads(path.read_text())
+        path.write_text(json.dumps({**kept, "peak_gpu_bytes": 30, "gpu_total_bytes": 100}))
+    with Sandbox(config) as later:
+        assert [s.status for s in later.measure_baselines(tasks)] == ["kept", "kept"]
+        # the candidate worker and the reference worker each about the measurement's peak
+        assert later._lanes.footprints == {t.digest: 60 for t in tasks}
+        assert set(later._lanes.capacity.values()) == {85}
+
+
+def test_a_baseline_report_carries_what_it_needed_on_the_gpu():
+    from cuda_agent.kernel_sandbox._shared.protocol import BaselineReport
+
+    times = {"eager_ms": 1.0, "eager_spread_ms": 0.1, "compile_ms": 0.5, "compile_spread_ms": 0.0}
+    report = BaselineReport.parse({**times, "peak_gpu_bytes": 7, "gpu_total_bytes": 99})
+    assert report is not None and (report.peak_gpu_bytes, report.gpu_total_bytes) == (7, 99)
+    assert BaselineReport.parse(report.to_json()) == report
+    old = BaselineReport.parse(times)  # kept on disk before the fields were
+    assert old is not None and (old.peak_gpu_bytes, old.gpu_total_bytes) == (0, 0)
+    bad = BaselineReport.parse({**times, "peak_gpu_bytes": -1, "gpu_total_bytes": "x"})
+    assert bad is not None and (bad.peak_gpu_bytes, bad.gpu_total_bytes) == (0, 0)
 
 
 def test_the_baselines_command_refuses_a_missing_directory(tmp_path, capsys):

@@ -64,6 +64,9 @@ class TrainConfig:
     eval_temperature: float = 0.0
     # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
     eval_after_warmstart: bool = False
+    # evaluate before any training (``heldout_before``); off where the untrained model's score
+    # is known (0 on every held-out set for the embedded model) and device time is short
+    eval_before: bool = True
     # wall seconds the training stages may take in all (warm start to RL, across resumes; 0: no
     # limit): past it their remaining steps are skipped and the final evaluations still run
     train_budget_s: float = 0.0

@@ -143,7 +143,11 @@ def train(
         [("train", train_tasks)] if config.eval_train or not heldout else []
     )
     evals = [(name, tasks) for name, tasks in evals if tasks]
-    points = 3 if config.eval_after_warmstart and config.warmstart_steps else 2
+    points = (
+        1
+        + int(config.eval_before)
+        + int(bool(config.eval_after_warmstart and config.warmstart_steps))
+    )
     display = StageProgress(_stage_units(config, points * len(evals)), enabled=progress)
     done = len([s for s in state.finished_stages if s.endswith(EVAL_POINTS)])
     display.advance(done + sum(state.stage_steps.values()))
@@ -169,7 +173,7 @@ def train(
     try:
         with sandbox:
             baselines.run(ctx, [*train_tasks, *heldout])
-            for name, tasks in evals:
+            for name, tasks in evals if config.eval_before else []:
                 display.stage(f"{name}_before", 1)
                 evaluation.run(ctx, f"{name}_before", tasks)
             plan = [

@@ -32,12 +32,12 @@ from ._parent.baselines import BaselineCache
 from ._parent.broker import Broker, compose
 from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from ._parent.gate import LaneHold, TimingGate
-from ._parent.lanes import Lane, LanePool
+from ._parent.lanes import Lane, LanePool, baseline_extra
 from ._parent.plan import plan_job
 from ._parent.pool import Worker, WorkerDied
 from ._parent.trivial import TrivialCache, annotate, output_tolerances, refusal
 from ._shared import exchange as _exchange
-from ._shared.protocol import Job
+from ._shared.protocol import BaselineReport, Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status, with_extra
@@ -195,6 +195,7 @@ class Sandbox:
                 # Timed by the trusted reference worker (None if it could not be: then no
                 # compile time is reported).
                 baseline = self._baselines.get(job, lane.reference, use_cache=cfg.cache_baselines)
+                self._learn(task, lane, baseline)
             job = replace(
                 job,
                 exchange=lane.exchange,
@@ -223,6 +224,13 @@ class Sandbox:
                 status=status, message=death.reason, task=task.name, backend=self.config.backend
             )
         return result
+
+    def _learn(self, task: Task, lane: Lane, baseline: BaselineReport | None) -> None:
+        """What ``task``'s baseline measurement needed on the GPU, for the lanes' admission by
+        memory before any of its jobs has run (``_parent/lanes.py``)."""
+        if baseline is not None:
+            extra = baseline_extra(baseline.peak_gpu_bytes, baseline.gpu_total_bytes)
+            self._lanes.observe(task.digest, lane.device, extra)
 
     def _admit(self, distribution: str) -> None:
         """Refuse a job before it is built: the sandbox is closed, or the distribution unknown."""
@@ -277,8 +285,10 @@ class Sandbox:
                 try:
                     if self._baselines.known(job, lane.reference):
                         status = BaselineStatus(task.name, "kept")
+                        self._learn(task, lane, self._baselines.get(job, lane.reference))
                     else:
                         found = self._baselines.get(job, lane.reference)
+                        self._learn(task, lane, found)
                         status = BaselineStatus(
                             task.name,
                             "measured" if found else "failed",

@@ -26,8 +26,12 @@ memory (``extra["gpu_total_bytes"]``). A task's *footprint* is the most any of i
 (a candidate that allocates much makes its task heavier: fewer of its jobs run at once, nothing
 else). A job is handed a lane only when the footprints of the jobs running on that device and
 its own fit in ``MEMORY_SHARE`` of the device's memory, or when nothing runs there (so every job
-runs, however large); a task not seen yet counts as 0 (its first visit teaches the pool, and an
-out-of-memory job still runs again alone). A job that does not fit waits; one passed over
+runs, however large). Before any job of a task has run, its ``torch.compile`` baseline (measured
+ahead, or kept on disk from an earlier run) stands in for it: the measurement's peak (the task's
+inputs and two outputs) counts once for the candidate worker and once for the reference worker
+(``baseline_extra``), since in an RL step the jobs of a task mostly start together, before the
+first has finished. A task known by neither counts as 0 (its first visit teaches the pool, and
+an out-of-memory job still runs again alone). A job that does not fit waits; one passed over
 ``len(lanes)`` times is served before any other, so large jobs do not starve behind small ones.
 On the CPU backend nothing reports device memory, and admission is by lanes alone.
 """
@@ -59,6 +63,16 @@ def footprint(extra: dict[str, object]) -> tuple[int, int] | None:
         if isinstance(v, int) and v > 0
     )
     return min(used, total), total
+
+
+def baseline_extra(peak_gpu_bytes: int, gpu_total_bytes: int) -> dict[str, object]:
+    """A job's memory as ``footprint`` reads it, estimated from its task's baseline measurement
+    (``BaselineReport``'s two fields) before any of its jobs has run (module docstring)."""
+    return {
+        "peak_gpu_bytes": peak_gpu_bytes,
+        "reference_peak_gpu_bytes": peak_gpu_bytes,
+        "gpu_total_bytes": gpu_total_bytes,
+    }
 
 
 @dataclass(eq=False)

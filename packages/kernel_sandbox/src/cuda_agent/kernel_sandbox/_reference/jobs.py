@@ -212,6 +212,10 @@ def baseline(
     """
     device = torch.device(request.device)
     sections = sections or Sections()
+    held = 0  # what the worker held before (inputs it keeps for other tasks' checks)
+    if device.type == "cuda":
+        held = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
     try:
         with sections.correctness("baseline"):
             task, model = _model(request, home)
@@ -238,6 +242,10 @@ def baseline(
                 budget_s=request.timing_budget_s,
                 precision=request.timing_precision,
             )
+        peak = total = 0
+        if device.type == "cuda":  # what the measurement needed: the pool's admission by memory
+            peak = max(0, torch.cuda.max_memory_allocated(device) - held)
+            total = torch.cuda.get_device_properties(device).total_memory
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
@@ -245,5 +253,10 @@ def baseline(
             with sections.correctness("cleanup"):
                 _task_runtime.release_gpu_memory()
     return BaselineReport(
-        eager.median_ms, eager.spread_ms, comp.median_ms, comp.spread_ms
+        eager.median_ms,
+        eager.spread_ms,
+        comp.median_ms,
+        comp.spread_ms,
+        peak_gpu_bytes=peak,
+        gpu_total_bytes=total,
     ).to_json()

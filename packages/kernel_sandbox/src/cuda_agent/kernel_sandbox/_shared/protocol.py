@@ -339,13 +339,18 @@ class CheckVerdict:
 @dataclass(frozen=True)
 class BaselineReport:
     """A reference worker's eager and ``torch.compile`` times (ms); ``source``: "measured"
-    now, or "cached"."""
+    now, or "cached". On a GPU also what the measurement needed there (``peak_gpu_bytes``:
+    the task's inputs and the two outputs, above what the worker held before) and the device's
+    memory (``gpu_total_bytes``): the pool admits a task's jobs by it before any has run
+    (``_parent/lanes.py``); 0 where unknown (the CPU, a report kept before they were)."""
 
     eager_ms: float
     eager_spread_ms: float
     compile_ms: float
     compile_spread_ms: float
     source: str = "measured"
+    peak_gpu_bytes: int = 0
+    gpu_total_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -359,7 +364,12 @@ class BaselineReport:
             for n in names
         ):
             return None
-        return cls(**{n: float(data[n]) for n in names}, source=str(data.get("source", "measured")))
+        return cls(
+            **{n: float(data[n]) for n in names},
+            source=str(data.get("source", "measured")),
+            peak_gpu_bytes=_bytes(data.get("peak_gpu_bytes")),
+            gpu_total_bytes=_bytes(data.get("gpu_total_bytes")),
+        )
 
     def cached(self) -> BaselineReport:
         return replace(self, source="cached")
