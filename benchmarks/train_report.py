@@ -222,6 +222,10 @@ def main() -> None:
         if args.control:
             control = read_rows(evaluation(args.control, "heldout_after"))
             figure["control_sft_only"] = control_summary(args.control)
+        figure["rl_steps"] = len(report["steps"]["rl"])
+        book = args.run_dir / "learning_run.json"  # a learning run's calls (gpu/learning_run.py)
+        if book.is_file():
+            figure["device_calls"] = len(json.loads(book.read_text()).get("calls", []))
         if warm.is_file() and after.is_file():
             figure["gain_rl_over_warmstart_paired"] = compare_files(warm, after)
             figure.update(per_set(read_rows(warm), read_rows(after), control))

@@ -53,13 +53,16 @@ def _run(
     return path
 
 
-def _report(tmp_path: Path, *extra: str) -> dict:
+def _report(tmp_path: Path, *extra: str, calls: int = 0) -> dict:
     warm = _rows([1, 0, 0, 0, 0, 0])
     rl = _run(
         tmp_path / "rl",
         {"warmstart": warm, "after": _rows([4, 4, 4, 4, 4, 0])},
         {"warmstart": 10, "rl": 5},
     )
+    if calls:  # a learning run's record of its device calls (benchmarks/gpu/learning_run.py)
+        book = {"calls": [{"call": k + 1} for k in range(calls)]}
+        (rl / "learning_run.json").write_text(json.dumps(book))
     learning = tmp_path / "learning.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
@@ -99,4 +102,10 @@ def test_the_control_is_compared_with_the_warm_start_and_with_rl(tmp_path, copie
 def test_without_a_control_the_blocks_hold_only_rl(tmp_path):
     got = _report(tmp_path)
     assert "control_sft_only" not in got and "rl_over_control" not in got["heldout_ops"]
+    assert got["rl_steps"] == 5 and "device_calls" not in got  # not a learning run's directory
     assert got["heldout_ops"]["gain"]["pass_at_1"] == pytest.approx(19 / 24)
+
+
+def test_a_learning_run_says_how_many_device_calls_it_took(tmp_path):
+    got = _report(tmp_path, calls=3)
+    assert (got["rl_steps"], got["device_calls"]) == (5, 3)
