@@ -540,11 +540,13 @@ def test_the_rerun_alone_is_told_it_has_the_device_to_itself(tmp_path, monkeypat
     config = _lanes_config(lanes_per_gpu=2, static_checks=False)
     relu = TASKS["relu"]
     seen: list[bool] = []
+    rooms: list[float] = []
     with Sandbox(config) as sandbox:
         real_run = sandbox._run
 
         def run(task, job, lane, measure_time, caller_sizes=False):
             seen.append(job.config.device_alone)
+            rooms.append(job.config.memory_share)
             return real_run(task, job, lane, measure_time, caller_sizes)
 
         monkeypatch.setattr(sandbox, "_run", run)
@@ -552,6 +554,40 @@ def test_the_rerun_alone_is_told_it_has_the_device_to_itself(tmp_path, monkeypat
     assert result.status == "ok", result.message
     assert "rerun_alone" in result.extra
     assert seen == [False, True]  # the first run shares the device; the rerun has it alone
+    assert rooms == [0.0, 0.0]  # on the CPU no device memory is known: the workers' own shares
+
+
+def test_a_job_may_use_the_room_it_was_admitted_into_up_to_half_again_its_need():
+    from cuda_agent.kernel_sandbox._parent.lanes import HEADROOM
+
+    pool, (a, _, _) = _bookkeeping_pool([0, 0, 0])
+    assert pool.room_share(a, "big") == 0.0  # the device's memory not known yet: the default
+    pool.observe("big", 0, _gpu_extra(40, 10, total=200))  # the candidate 40, its reference 10
+    pool.observe("small", 0, _gpu_extra(4, 2, total=200))  # capacity 170 of 200
+    first = pool.take("big")
+    assert pool.room_share(first, "big") == HEADROOM * 40 / 200  # alone: half again its need
+    second = pool.take("big")  # 50 + 50 fit in 170
+    assert pool.room_share(second, "big") == HEADROOM * 40 / 200
+    third = pool.take("small")  # 50 + 50 + 6
+    assert pool.room_share(third, "small") == HEADROOM * 4 / 200
+    # the room left beside the others bounds it: 170 - 50 - 6 - 10 = 104 for a big job's
+    # candidate, more than 60; with a tighter device it is the room
+    pool.capacity[0] = 120
+    assert pool.room_share(second, "big") == (120 - 50 - 6 - 10) / 200
+    pool.capacity[0] = 60
+    assert pool.room_share(second, "big") == 0.0  # no room: the worker's own share
+    pool.kill()
+
+
+@pytest.mark.parametrize(
+    ("alone", "room", "share"),
+    [(False, 0.0, 0.25), (False, 0.1, 0.25), (False, 0.6, 0.6), (False, 3.0, 1.0),
+     (True, 0.0, 1.0)],
+)  # fmt: skip
+def test_the_candidate_worker_allocates_its_share_or_its_room_or_all_when_alone(alone, room, share):
+    from cuda_agent.kernel_sandbox._worker import _job_share
+
+    assert _job_share(0.25, alone, room) == share
 
 
 def test_device_alone_travels_to_the_worker():
@@ -569,6 +605,8 @@ def test_device_alone_travels_to_the_worker():
     assert not JobConfig.from_json(shared.to_json()).device_alone
     alone = JobConfig(**{**fields, "device_alone": True})
     assert JobConfig.from_json(alone.to_json()).device_alone
+    roomy = JobConfig(**{**fields, "memory_share": 0.4})
+    assert JobConfig.from_json(roomy.to_json()).memory_share == 0.4
 
 
 @pytest.mark.parametrize(

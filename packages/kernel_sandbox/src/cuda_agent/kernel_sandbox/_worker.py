@@ -149,15 +149,24 @@ def _set_gpu_share(fraction: float) -> None:
         torch.cuda.set_per_process_memory_fraction(fraction)
 
 
+def _job_share(share: float, alone: bool, room: float) -> float:
+    """The share of the GPU's memory a job may allocate in a worker whose own share is
+    ``share``: all of it for a job that runs with the device to itself (``JobConfig.device_alone``:
+    the rerun of a job that ran out of memory beside other lanes), else the room the pool
+    admitted it into (``JobConfig.memory_share``) where that is more than the worker's share."""
+    if alone:
+        return 1.0
+    return max(share, min(room, 1.0))
+
+
 @contextlib.contextmanager
-def _device_alone(share: float, alone: bool) -> Iterator[None]:
-    """A job that runs with the device to itself (``JobConfig.device_alone``: the rerun of a
-    job that ran out of memory beside other lanes) may use the whole GPU; the share is set
-    back after it."""
-    if not alone or share >= 1.0:
+def _share_for_job(share: float, alone: bool, room: float) -> Iterator[None]:
+    """Run a job at ``_job_share``; the worker's own share is set back after it."""
+    wanted = _job_share(share, alone, room)
+    if wanted == share:
         yield
         return
-    _set_gpu_share(1.0)
+    _set_gpu_share(wanted)
     try:
         yield
     finally:
@@ -327,7 +336,8 @@ def main() -> None:
             sections = Sections(ask, tell)
             try:
                 parsed = Job.from_json(job)
-                with _device_alone(share, parsed.config.device_alone):
+                cfg = parsed.config
+                with _share_for_job(share, cfg.device_alone, cfg.memory_share):
                     result = run_job(
                         parsed,
                         workdir,

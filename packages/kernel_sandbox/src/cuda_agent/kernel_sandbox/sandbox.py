@@ -161,6 +161,9 @@ class Sandbox:
             if failed is not None:
                 return _with_wall_time(failed, time.perf_counter() - started)
         lane = self._lanes.take(task.digest)
+        # its candidate worker may use the room admission found for it (_parent/lanes.py)
+        room = self._lanes.room_share(lane, task.digest)
+        job = replace(job, config=replace(job.config, memory_share=room))
         try:
             result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
             if self.config.lanes_per_gpu != 1 and _out_of_memory(result):

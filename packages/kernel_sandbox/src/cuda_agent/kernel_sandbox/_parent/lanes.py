@@ -31,7 +31,20 @@ ahead, or kept on disk from an earlier run) stands in for it: the measurement's 
 inputs and two outputs) counts once for the candidate worker and once for the reference worker
 (``baseline_extra``), since in an RL step the jobs of a task mostly start together, before the
 first has finished. A task known by neither counts as 0 (its first visit teaches the pool, and
-an out-of-memory job still runs again alone). A job that does not fit waits; one passed over
+an out-of-memory job still runs again alone).
+
+A candidate worker beside other lanes may allocate only its share of the GPU (a quarter with
+eight lanes: a candidate that takes all it can runs out of its own memory, not its
+neighbours'). A job admitted by memory may need more: on the H200 (2026-12-04) 40% of an RL
+run's evaluations of 4 GiB-input compositions, whose candidate workers need up to 48 GiB, ran
+out of their 35 GiB share beside other lanes and ran again alone, although admission had found
+room for them. So each job is told how much its candidate worker may allocate (``room_share``):
+``HEADROOM`` times what the task's candidate workers needed so far (its footprint less its
+reference worker's need), within the room it was admitted into (the device's admissible memory
+less the footprints of the jobs running beside it and its own reference worker's need), where
+that is more than the worker's share. A candidate that takes all it can then overshoots its
+footprint by at most half of it, which the memory admission keeps aside covers; a task whose
+candidates need more than was known runs out, runs again alone, and its footprint grows. A job that does not fit waits; one passed over
 ``len(lanes)`` times is served before any other, so large jobs do not starve behind small ones.
 On the CPU backend nothing reports device memory, and admission is by lanes alone.
 """
@@ -49,6 +62,7 @@ from .pool import Worker
 
 RECENT = 8  # tasks a lane remembers for affinity
 MEMORY_SHARE = 0.85  # of a device's memory that the footprints of its running jobs may fill
+HEADROOM = 1.5  # a candidate worker may allocate this times what its task's candidates needed
 
 
 def footprint(extra: dict[str, object]) -> tuple[int, int] | None:
@@ -131,7 +145,9 @@ class LanePool:
     _exclusive: dict[int, Lane] = field(default_factory=dict)  # device -> the lane that has it
     _parked: set[Lane] = field(default_factory=set)  # lanes waiting for their device to themselves
     footprints: dict[str, int] = field(default_factory=dict)  # task -> bytes (module docstring)
+    reference_needs: dict[str, int] = field(default_factory=dict)  # task -> its reference's bytes
     capacity: dict[int, int] = field(default_factory=dict)  # device -> bytes its jobs may hold
+    totals: dict[int, int] = field(default_factory=dict)  # device -> its memory, bytes
     _running: dict[Lane, int] = field(default_factory=dict)  # busy lane -> its job's footprint
 
     def __post_init__(self) -> None:
@@ -153,9 +169,29 @@ class LanePool:
         if found is None:
             return
         used, total = found
+        reference = extra.get("reference_peak_gpu_bytes")
+        reference = min(reference, total) if isinstance(reference, int) and reference > 0 else 0
         with self._cond:
             self.capacity[device] = int(MEMORY_SHARE * total)
+            self.totals[device] = total
             self.footprints[task] = max(used, self.footprints.get(task, 0))
+            self.reference_needs[task] = max(reference, self.reference_needs.get(task, 0))
+
+    def room_share(self, lane: Lane, task: str) -> float:
+        """The share of its device's memory that ``lane``'s candidate worker may allocate for
+        the job on ``task`` it was just handed (module docstring); 0.0 where the device's memory
+        is not known yet (the worker keeps its own share)."""
+        with self._cond:
+            capacity, total = self.capacity.get(lane.device), self.totals.get(lane.device)
+            if not capacity or not total:
+                return 0.0
+            others = sum(
+                b for x, b in self._running.items() if x.device == lane.device and x is not lane
+            )
+            reference = self.reference_needs.get(task, 0)
+            need = self.footprints.get(task, 0) - reference
+            room = min(capacity - others - reference, int(HEADROOM * need))
+            return max(room, 0) / total
 
     def _fits(self, lane: Lane, task: str) -> bool:
         """With the lock held: whether a job on ``task`` may start on ``lane``'s device now."""

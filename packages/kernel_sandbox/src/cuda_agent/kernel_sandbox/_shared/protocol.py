@@ -122,6 +122,10 @@ class JobConfig:
     # the job runs with the device to itself (a rerun after running out of memory beside other
     # lanes): the candidate worker lifts its share of the GPU's memory for it
     device_alone: bool = False
+    # the share of the GPU's memory the candidate worker may allocate for this job: the room
+    # the pool admitted it into (_parent/lanes.py, LanePool.room_share); 0: the worker's own
+    # share (a quarter beside seven other lanes). Never lowers that share.
+    memory_share: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "allowed_torch_ops": list(self.allowed_torch_ops)}
