@@ -318,6 +318,14 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
                     "where": _where(results),
                     "failures": _failures(jobs, results),
                     "reruns_alone": sum("rerun_alone" in r.extra for r in results),
+                    # what each job's reference worker held when a check began (GiB, most first)
+                    "reference_held_gib": sorted(
+                        (
+                            round(r.extra.get("reference_held_gpu_bytes", 0) / 2**30, 2)
+                            for r in results
+                        ),
+                        reverse=True,
+                    ),
                 }
             pool = sandbox._lanes  # what admission by memory learnt (_parent/lanes.py)
             out[name] = {

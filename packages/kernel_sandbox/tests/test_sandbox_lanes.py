@@ -441,6 +441,9 @@ def test_a_jobs_footprint_is_both_workers_peaks_on_its_device():
     for sent, read in ((123, 123), (-5, 0), (float("inf"), 0), ("9", 0), (None, 0)):
         verdict = CheckVerdict.parse({"passed": True, "peak_gpu_bytes": sent})
         assert verdict.peak_gpu_bytes == read and verdict.passed
+        held = CheckVerdict.parse({"passed": True, "held_gpu_bytes": sent})
+        assert held.held_gpu_bytes == read and held.peak_gpu_bytes == 0
+        assert CheckVerdict.parse(held.to_json()) == held
 
 
 def test_jobs_start_on_a_device_only_while_their_footprints_fit():

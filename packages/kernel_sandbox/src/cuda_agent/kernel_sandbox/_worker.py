@@ -179,12 +179,27 @@ def _trim_reserve(threshold: int = 1 << 30) -> None:
     serves every check of its lane's jobs; the temporaries of a task with GB-sized inputs would
     otherwise stay reserved for the worker's life, and eight lanes' reserves filled the H200's
     139 GiB (the candidate workers, which release after every job, then ran out of memory,
-    also when rerun alone)."""
+    also when rerun alone).
+
+    Between requests a reference worker should hold only its caches (``cache_budget``) and the
+    last task's model. When it holds more than those and ``threshold`` besides, the garbage
+    collector runs first: tensors a failed request left in reference cycles (an exception's
+    traceback keeps its frames' locals) are freed only by it. On the H200 (2026-12-04) a
+    reference worker held 36 GiB of allocated tensors when its task's ``get_inputs()`` ran out
+    of memory, also in the rerun alone; checks now report what their worker held when they
+    began (``extra["reference_held_gpu_bytes"]``)."""
+    import gc
+
     import torch
 
-    if torch.cuda.is_initialized() and (
-        torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > threshold
-    ):
+    from ._shared.task_runtime import cache_budget
+
+    if not torch.cuda.is_initialized():
+        return
+    device = torch.device("cuda", torch.cuda.current_device())
+    if torch.cuda.memory_allocated() > cache_budget(device) + threshold:
+        gc.collect()
+    if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > threshold:
         torch.cuda.empty_cache()
 
 

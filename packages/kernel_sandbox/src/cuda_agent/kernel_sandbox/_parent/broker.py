@@ -44,6 +44,7 @@ class Broker:
     record: dict[int, CheckVerdict] = field(default_factory=dict)
     seconds: float = 0.0  # spent waiting for the reference worker
     reference_peak_bytes: int = 0  # the reference worker's peak of GPU memory over the checks
+    reference_held_bytes: int = 0  # the most it held when a check began
     # per output, an (atol, rtol) over the job's: the trivial-answer rule's (``_parent.trivial``)
     output_tolerances: list[list[float] | None] | None = None
 
@@ -74,6 +75,7 @@ class Broker:
             verdict = CheckVerdict(reference_failed=f"the reference worker failed: {death.reason}")
         self.seconds += time.perf_counter() - started
         self.reference_peak_bytes = max(self.reference_peak_bytes, verdict.peak_gpu_bytes)
+        self.reference_held_bytes = max(self.reference_held_bytes, verdict.held_gpu_bytes)
         self.record[request.index] = verdict
         return verdict.to_json()
 
@@ -116,6 +118,7 @@ def compose(report: dict[str, Any], broker: Broker, task: Task, backend: str) ->
     data["extra"] = {**extra, "seconds": {**seconds, "reference": broker.seconds}}
     if broker.reference_peak_bytes:
         data["extra"]["reference_peak_gpu_bytes"] = broker.reference_peak_bytes
+        data["extra"]["reference_held_gpu_bytes"] = broker.reference_held_bytes
     if trials:
         data["max_abs_error"] = max(t.max_abs_error for t in trials)
         data["max_rel_error"] = max(t.max_rel_error for t in trials)

@@ -166,7 +166,9 @@ def check(request: ReferenceCheck, home: Path, sections: Sections | None = None)
 
 def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     device = torch.device(request.device)
+    held = 0
     if device.type == "cuda":
+        held = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
     try:
         prints, want = _expected(request, home)
@@ -190,7 +192,9 @@ def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)  # what this check needed (the pool's
         _trim_reserve(device)  # admission by memory, _parent/lanes.py)
-    return CheckVerdict(passed, max_abs, max_rel, message, peak_gpu_bytes=peak).to_json()
+    return CheckVerdict(
+        passed, max_abs, max_rel, message, peak_gpu_bytes=peak, held_gpu_bytes=held
+    ).to_json()
 
 
 def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:

@@ -316,8 +316,10 @@ class CheckVerdict:
     max_rel_error: float = math.inf
     message: str = ""
     reference_failed: str | None = None
-    # the reference worker's peak of allocated GPU memory while it judged (0: not on a GPU)
+    # the reference worker's peak of allocated GPU memory while it judged, and what it held
+    # when the check began (its caches, and anything an earlier request left), 0: not on a GPU
     peak_gpu_bytes: int = 0
+    held_gpu_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         if self.reference_failed is not None:
@@ -337,6 +339,7 @@ class CheckVerdict:
             max_rel_error=_number(data.get("max_rel_error")),
             message=str(data.get("message", "")),
             peak_gpu_bytes=_bytes(data.get("peak_gpu_bytes")),
+            held_gpu_bytes=_bytes(data.get("held_gpu_bytes")),
         )
 
 
