@@ -146,14 +146,17 @@ def stage_seconds(records: list[dict]) -> dict[str, float]:
 
 
 def control_summary(control_dir: Path) -> dict:
-    """What the SFT-only control run was: its command's settings and its training seconds."""
+    """What the SFT-only control run was: its training seconds and stages, the warm-start
+    steps it took (a control given the RL run's training seconds as its budget asks for more
+    steps than fit: ``--warmstart-steps 100000 --train-budget-s S``) and that budget."""
     config = json.loads((control_dir / "config.json").read_text())
     records = read_records(control_dir)
     stages = sorted({r["stage"] for r in records if r.get("step") is not None})
     return {
         "training_s": sum(stage_seconds(records).values()),
         "training_stages": stages,
-        "warmstart_steps": config.get("warmstart_steps"),
+        "warmstart_steps": sum(1 for r in records if r["stage"] == "warmstart"),
+        "train_budget_s": config.get("train_budget_s"),
     }
 
 

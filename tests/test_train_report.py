@@ -81,6 +81,10 @@ def test_the_control_is_compared_with_the_warm_start_and_with_rl(tmp_path, copie
         {"warmstart": 15},
         copied,
     )
+    # given the RL run's training seconds as its budget, it asked for more steps than fit
+    config = json.loads((control / "config.json").read_text())
+    config.update(warmstart_steps=100_000, train_budget_s=30.0)
+    (control / "config.json").write_text(json.dumps(config))
     got = _report(tmp_path, "--control", str(control))
     ops = got["heldout_ops"]
     assert ops["after_warmstart"]["pass_at_1"] == pytest.approx(1 / 24)
@@ -96,6 +100,7 @@ def test_the_control_is_compared_with_the_warm_start_and_with_rl(tmp_path, copie
         "training_s": 30.0,
         "training_stages": ["warmstart"],
         "warmstart_steps": 15,
+        "train_budget_s": 30.0,
     }
 
 
