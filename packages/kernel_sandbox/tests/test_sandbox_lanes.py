@@ -279,8 +279,9 @@ def test_baselines_are_measured_ahead_and_then_kept(tmp_path, monkeypatch):
         path.write_text(json.dumps({**kept, "peak_gpu_bytes": 30, "gpu_total_bytes": 100}))
     with Sandbox(config) as later:
         assert [s.status for s in later.measure_baselines(tasks)] == ["kept", "kept"]
-        # the candidate worker and the reference worker each about the measurement's peak
-        assert later._lanes.footprints == {t.digest: 60 for t in tasks}
+        # the reference worker about the measurement's peak, the candidate worker twice it
+        assert later._lanes.footprints == {t.digest: 90 for t in tasks}
+        assert later._lanes.reference_needs == {t.digest: 30 for t in tasks}
         assert set(later._lanes.capacity.values()) == {85}
 
 

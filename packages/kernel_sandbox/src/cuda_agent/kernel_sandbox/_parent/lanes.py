@@ -28,9 +28,12 @@ else). A job is handed a lane only when the footprints of the jobs running on th
 its own fit in ``MEMORY_SHARE`` of the device's memory, or when nothing runs there (so every job
 runs, however large). Before any job of a task has run, its ``torch.compile`` baseline (measured
 ahead, or kept on disk from an earlier run) stands in for it: the measurement's peak (the task's
-inputs and two outputs) counts once for the candidate worker and once for the reference worker
-(``baseline_extra``), since in an RL step the jobs of a task mostly start together, before the
-first has finished. A task known by neither counts as 0 (its first visit teaches the pool, and
+inputs and two outputs) counts once for the reference worker, which draws the same inputs and
+computes the same forward, and twice for the candidate worker, which holds more beside them (its
+output, the exchange of it, the guards around what it allocates): ``baseline_extra``. Too much
+costs a little concurrency; too little costs more, since in an RL step the jobs of a task start
+together, before the first has finished, and each that runs out of its memory runs again with
+the device drained. A task known by neither counts as 0 (its first visit teaches the pool, and
 an out-of-memory job still runs again alone).
 
 A candidate worker beside other lanes may allocate only its share of the GPU (a quarter with
@@ -83,7 +86,7 @@ def baseline_extra(peak_gpu_bytes: int, gpu_total_bytes: int) -> dict[str, objec
     """A job's memory as ``footprint`` reads it, estimated from its task's baseline measurement
     (``BaselineReport``'s two fields) before any of its jobs has run (module docstring)."""
     return {
-        "peak_gpu_bytes": peak_gpu_bytes,
+        "peak_gpu_bytes": 2 * peak_gpu_bytes,
         "reference_peak_gpu_bytes": peak_gpu_bytes,
         "gpu_total_bytes": gpu_total_bytes,
     }
