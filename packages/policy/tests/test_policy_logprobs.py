@@ -99,8 +99,14 @@ def test_chunked_head_gives_the_same_values_and_gradients(
         monkeypatch.setattr(scoring, name, 3 * len(policy.tokenizer))  # 3 tokens per chunk
     chunked, chunked_grads = values_and_grads()
     torch.testing.assert_close(chunked, whole)
+    # The same fp32 sums in another order, whose rounding differs between CPUs (vector widths,
+    # BLAS kernels): measured under 1e-5 relative on a Xeon and 1.03e-5 on an AMD EPYC, where
+    # the log-probability and entropy terms partly cancel. A chunking mistake (a token dropped
+    # or counted twice) moves a gradient by that token's share of it, a few percent with these
+    # short responses. The bound sits between, a thousand eps from each.
+    rtol = 1000 * torch.finfo(torch.float32).eps  # 1.2e-4
     for a, b in zip(chunked_grads, whole_grads, strict=True):
-        assert (a - b).norm() <= 1e-5 * b.norm()  # fp32 sums in a different order
+        assert (a - b).norm() <= rtol * b.norm()
 
 
 def test_an_entropy_without_gradient_is_the_same_and_stays_out_of_the_backward(
