@@ -286,12 +286,12 @@ class Sandbox:
                 lane = self._lanes.take(task.digest)
                 started = time.perf_counter()
                 try:
-                    if self._baselines.known(job, lane.reference):
+                    kept = self._baselines.known(job, lane.reference)
+                    found = self._baselines.get(job, lane.reference)  # kept: from memory
+                    self._learn(task, lane, found)
+                    if kept:
                         status = BaselineStatus(task.name, "kept")
-                        self._learn(task, lane, self._baselines.get(job, lane.reference))
                     else:
-                        found = self._baselines.get(job, lane.reference)
-                        self._learn(task, lane, found)
                         status = BaselineStatus(
                             task.name,
                             "measured" if found else "failed",

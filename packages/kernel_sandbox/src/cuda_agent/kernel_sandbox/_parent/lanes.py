@@ -47,8 +47,10 @@ reference worker's need), within the room it was admitted into (the device's adm
 less the footprints of the jobs running beside it and its own reference worker's need), where
 that is more than the worker's share. A candidate that takes all it can then overshoots its
 footprint by at most half of it, which the memory admission keeps aside covers; a task whose
-candidates need more than was known runs out, runs again alone, and its footprint grows. A job that does not fit waits; one passed over
-``len(lanes)`` times is served before any other, so large jobs do not starve behind small ones.
+candidates need more than was known runs out, runs again alone, and its footprint grows.
+
+A job that does not fit waits; one passed over ``len(lanes)`` times is served before any other,
+so large jobs do not starve behind small ones.
 On the CPU backend nothing reports device memory, and admission is by lanes alone.
 """
 
@@ -71,15 +73,17 @@ HEADROOM = 1.5  # a candidate worker may allocate this times what its task's can
 def footprint(extra: dict[str, object]) -> tuple[int, int] | None:
     """(bytes a job needed on its device, the device's bytes) from a verdict's ``extra``, or
     ``None`` when it did not run on a GPU (or did not get as far as reporting it)."""
-    total = extra.get("gpu_total_bytes")
-    if not isinstance(total, int) or total <= 0:
+    total = _reported(extra, "gpu_total_bytes")
+    if not total:
         return None
-    used = sum(
-        v
-        for v in (extra.get("peak_gpu_bytes"), extra.get("reference_peak_gpu_bytes"))
-        if isinstance(v, int) and v > 0
-    )
+    used = _reported(extra, "peak_gpu_bytes") + _reported(extra, "reference_peak_gpu_bytes")
     return min(used, total), total
+
+
+def _reported(extra: dict[str, object], key: str) -> int:
+    """A byte count a verdict reported under ``key``: a positive int, else 0."""
+    value = extra.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def baseline_extra(peak_gpu_bytes: int, gpu_total_bytes: int) -> dict[str, object]:
@@ -172,8 +176,7 @@ class LanePool:
         if found is None:
             return
         used, total = found
-        reference = extra.get("reference_peak_gpu_bytes")
-        reference = min(reference, total) if isinstance(reference, int) and reference > 0 else 0
+        reference = min(_reported(extra, "reference_peak_gpu_bytes"), total)
         with self._cond:
             self.capacity[device] = int(MEMORY_SHARE * total)
             self.totals[device] = total
