@@ -190,20 +190,34 @@ def test_the_deadline_starts_a_unit_only_when_it_is_expected_to_finish():
         "stopped for the deadline before rl step 3/9 (37 s left, about 38 s needed); "
         "nothing is lost"
     )
-    # A kind this process has not timed: what an earlier invocation recorded, else as long as
-    # the longest unit of any kind here (30 s: with 37 s left, 37.5 needed, it does not start).
+    # A kind this process has not timed: what an earlier invocation recorded, else the
+    # caller's estimate (--unit-estimates), else none: it is taken to need half the invocation
+    # (guessed from other kinds, the first evaluation of a run was killed on the H200).
     with pytest.raises(DeadlineStop) as stop:
         deadline.check("evaluation heldout", "heldout_after")
-    assert stop.value.needed == MARGIN * 30.0
+    assert stop.value.needed is None
+    assert str(stop.value) == (
+        "stopped for the deadline before heldout_after (37 s left; its kind was never timed "
+        "and is taken to need half an invocation (--unit-estimates gives estimates)); "
+        "nothing is lost"
+    )
     deadline.check("evaluation heldout", "heldout_after", recorded=20.0)
     with pytest.raises(DeadlineStop):
         deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
+    deadline.prior["evaluation heldout"] = 20.0
+    deadline.check("evaluation heldout", "heldout_after")
+    with pytest.raises(DeadlineStop):  # the run's own record comes before the caller's
+        deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
     deadline.finished("evaluation heldout", 4.0)  # this process's own timing comes first
     deadline.check("evaluation heldout", "heldout_after", recorded=40.0)
-    # Nothing timed yet (a fresh process's first unit aside): a new kind is unknown and starts.
-    fresh = Deadline(at=100.0, clock=lambda: 99.0)
-    fresh.units = 1  # not the invocation's first unit
-    fresh.check("collection", "the rft collection")
+    # With half the invocation left, a kind never timed starts; so does an invocation's first
+    # unit, whatever is left.
+    now[0] = 50.0
+    deadline.check("collection", "the rft collection")
+    now[0] = 51.0
+    with pytest.raises(DeadlineStop):
+        deadline.check("collection", "the rft collection")
+    Deadline(at=100.0, clock=lambda: 99.0, started=0.0).check("collection", "the collection")
     # Past the deadline nothing starts, not even an invocation's first unit.
     now[0] = 100.0
     with pytest.raises(DeadlineStop) as stop:
@@ -320,3 +334,55 @@ def test_deadline_flags(capsys):
     assert _deadline(parse("--stop-after", "5", "--deadline", "1e12")) == pytest.approx(
         started + 5, abs=1.0
     )
+
+
+def test_unit_estimates_flag(tmp_path, capsys):
+    """``--unit-estimates``: another run's timings (its directory or state.json) or a JSON
+    object; a file that is neither is an argument error, and the flag needs a deadline."""
+    run = tmp_path / "run"
+    run.mkdir()
+    timings = {"evaluation heldout": 253.5, "rl": 98}
+    (run / "state.json").write_text(json.dumps({"rl_steps_done": 3, "unit_seconds": timings}))
+    (tmp_path / "plain.json").write_text(json.dumps({"warmstart": 2}))
+    parse = _parser().parse_args
+    expected = {"evaluation heldout": 253.5, "rl": 98.0}
+    assert parse(["train", "--unit-estimates", str(run)]).unit_estimates == expected
+    assert parse(["train", "--unit-estimates", str(run / "state.json")]).unit_estimates == expected
+    assert parse(["train", "--unit-estimates", str(tmp_path / "plain.json")]).unit_estimates == {
+        "warmstart": 2.0
+    }
+    for bad in ({"rl": "slow"}, [1, 2], {"rl": -1}):
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(SystemExit) as exit_:
+            parse(["train", "--unit-estimates", str(tmp_path / "bad.json")])
+        assert exit_.value.code == 2
+        assert "expected a run's state.json or a JSON object" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(["train", "--unit-estimates", str(tmp_path / "missing")])
+    assert "cannot read unit estimates" in capsys.readouterr().err
+    assert main(["train", "--unit-estimates", str(run), "--quiet"]) == 2
+    assert "--unit-estimates needs --stop-after or --deadline" in capsys.readouterr().err
+
+
+def test_a_unit_the_estimates_say_will_not_fit_waits_for_the_next_invocation(
+    setup, tmp_path, capsys
+):
+    """Another run's timings (``--unit-estimates``) keep an evaluation this run never timed
+    from starting where it would not finish; ``--resume`` without them starts it first."""
+    run = tmp_path / "run"
+    estimates = tmp_path / "estimates.json"
+    estimates.write_text(json.dumps({"evaluation heldout": 1e6}))
+    flags = ["--eval-before", "false", "--rl-warmup-steps", "0", "--rft-tasks", "0"]
+    flags += ["--steps", "1", "--stop-after", "1e5", "--unit-estimates", str(estimates)]
+    code, err = _invoke(["train", *setup, *flags, "--out", str(run)], capsys)
+    assert code == EX_TEMPFAIL, err
+    (line,) = _said(err)
+    assert line.startswith("cuda-agent: stopped for the deadline before heldout_warmstart (")
+    assert "about 1250000 s needed" in line
+    assert json.loads((run / "state.json").read_text())["stage_steps"] == {"warmstart": 2}
+    code, err = _invoke(["train", "--resume", str(run), "--quiet", "--stop-after", "1e5"], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in (run / "eval").iterdir()) == [
+        "heldout_after",
+        "heldout_warmstart",
+    ]

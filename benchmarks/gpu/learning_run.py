@@ -69,11 +69,14 @@ def stop_after(seconds: float, margin: float, spent: float) -> float:
 def train_command(mode: str, run: Path, gguf: str, flags: list[str], seconds: float) -> list[str]:
     """The trainer's command line for this call: a new run while RUN_DIR holds no
     ``config.json`` (the first call, or one stopped before the trainer wrote it), else a
-    resume; both with ``--stop-after``."""
+    resume; both with ``--stop-after``, and a resume with the start's ``--unit-estimates``
+    (the trainer does not save them)."""
     train = [sys.executable, "-m", "cuda_agent.runner", "train", "--quiet"]
     limit = ["--stop-after", f"{seconds:.0f}"]
     if mode == "resume" and (run / "config.json").exists():
-        return [*train, "--resume", str(run), *limit]
+        given = flags.index("--unit-estimates") if "--unit-estimates" in flags else None
+        estimates = [] if given is None else flags[given : given + 2]
+        return [*train, "--resume", str(run), *estimates, *limit]
     model = [] if "--model" in flags else ["--model", gguf]
     return [*train, *model, "--out", str(run), *flags, *limit]
 

@@ -285,6 +285,27 @@ def test_baselines_are_measured_ahead_and_then_kept(tmp_path, monkeypatch):
         assert set(later._lanes.capacity.values()) == {85}
 
 
+@pytest.mark.slow
+def test_a_baseline_that_cannot_be_measured_says_why(tmp_path, monkeypatch):
+    """A reference that fails when timed is a ``failed`` status naming its error (it once came
+    back empty: three KernelBench tasks "failed" on the H200 with no reason)."""
+    from cuda_agent.kernel_sandbox import load_task
+
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    source = TASKS["relu"].source.replace(
+        "return torch.relu(x)", "raise ValueError('this reference is broken')"
+    )
+    assert "this reference is broken" in source
+    (tmp_path / "broken.py").write_text(source)
+    broken = load_task(tmp_path / "broken.py")
+    config = _lanes_config(lanes_per_gpu=2, time_compile=True, repeats=5)
+    with Sandbox(config) as sandbox:
+        statuses = sandbox.measure_baselines([broken, TASKS["relu"]])
+    assert [s.status for s in statuses] == ["failed", "measured"]
+    assert statuses[0].message == "ValueError: this reference is broken"
+    assert statuses[1].message == ""
+
+
 def test_a_baseline_report_carries_what_it_needed_on_the_gpu():
     from cuda_agent.kernel_sandbox._shared.protocol import BaselineReport
 

@@ -62,6 +62,15 @@ def _parser() -> argparse.ArgumentParser:
         "(2026-12-03T14:05:00, local unless it names its zone); with both, the earlier wins",
     )
     train.add_argument(
+        "--unit-estimates",
+        metavar="PATH",
+        type=_unit_estimates,
+        help="with --stop-after/--deadline: how long a unit (a stage's step, an evaluation) "
+        "takes before this run has timed one, from another run (its directory or state.json) "
+        "or a JSON object of kind to seconds; a kind never timed otherwise starts only first "
+        "in an invocation. Not saved: give it again with --resume",
+    )
+    train.add_argument(
         "--preset",
         "--config",
         dest="preset",
@@ -197,6 +206,15 @@ def _when(text: str) -> float:
         ) from None
 
 
+def _unit_estimates(text: str) -> dict[str, float]:
+    from .deadline import read_unit_estimates
+
+    try:
+        return read_unit_estimates(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _process_start() -> float:
     """When this process started, in seconds since the epoch (Linux: from /proc, to the
     second; elsewhere: now). ``--stop-after`` counts from it, so the interpreter's and
@@ -308,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         from . import distributed
 
+        if args.unit_estimates is not None and args.stop_after is None and args.deadline is None:
+            print("cuda-agent: --unit-estimates needs --stop-after or --deadline", file=sys.stderr)
+            return 2
+
         try:
             if args.resume:
                 run_dir = Path(args.resume)
@@ -336,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _with_estimates(deadline: Any, estimates: dict[str, float] | None) -> Any:
+    """``deadline`` (a ``Deadline``) with the caller's estimates of units never timed."""
+    deadline.prior.update(estimates or {})
+    return deadline
+
+
 def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | None) -> int:
     """``cuda-agent train`` once its config is read: the run, and its exit code."""
     from cuda_agent.kernel_sandbox import TaskError
@@ -353,7 +381,7 @@ def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | No
             config,
             log=_log(args.json) if args.json else print,
             progress=not args.quiet,
-            deadline=None if at is None else Deadline(at),
+            deadline=None if at is None else _with_estimates(Deadline(at), args.unit_estimates),
         )
     except DeadlineStop as exc:  # one line: where it stopped and how to go on
         if distributed.is_main():

@@ -289,14 +289,14 @@ class Sandbox:
                     kept = self._baselines.known(job, lane.reference)
                     found = self._baselines.get(job, lane.reference)  # kept: from memory
                     self._learn(task, lane, found)
+                    seconds = time.perf_counter() - started
                     if kept:
                         status = BaselineStatus(task.name, "kept")
+                    elif found:
+                        status = BaselineStatus(task.name, "measured", seconds)
                     else:
-                        status = BaselineStatus(
-                            task.name,
-                            "measured" if found else "failed",
-                            time.perf_counter() - started,
-                        )
+                        why = self._baselines.failure(job, lane.reference)
+                        status = BaselineStatus(task.name, "failed", seconds, why)
                 except WorkerDied as death:
                     status = BaselineStatus(task.name, "failed", message=death.reason)
                 finally:

@@ -25,6 +25,7 @@ class BaselineCache:
         self._memory: dict[str, BaselineReport] = {}
         self._lock = threading.Lock()
         self._measuring: dict[str, threading.Lock] = {}  # one measurement per key at a time
+        self._failures: dict[str, str] = {}  # key -> why its last measurement gave no baseline
 
     @staticmethod
     def key(job: Job, identity: Mapping[str, str]) -> str:
@@ -63,6 +64,15 @@ class BaselineCache:
                 return found
         return None
 
+    def _failed(self, key: str, why: str) -> None:
+        with self._lock:
+            self._failures[key] = why
+
+    def failure(self, job: Job, reference: Worker) -> str:
+        """Why the job's last measurement gave no baseline ("" when none failed)."""
+        with self._lock:
+            return self._failures.get(self.key(job, reference.identity), "")
+
     def known(self, job: Job, reference: Worker) -> bool:
         """Whether the job's baseline is kept already (in memory or on disk)."""
         if not reference.alive():
@@ -79,9 +89,14 @@ class BaselineCache:
             timing_precision=cfg.timing_precision,
         )
         try:
-            measured = BaselineReport.parse(reference.run(request.to_json()))
-        except WorkerDied:
+            answer = reference.run(request.to_json())
+        except WorkerDied as death:
+            self._failed(key, f"the reference worker died: {death.reason}")
             return None
+        measured = BaselineReport.parse(answer)
+        if measured is None:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            self._failed(key, str(error or f"the reference worker answered {answer!r:.200}"))
         if measured is None or not keep:
             return measured
         path = cache_dir("baselines") / f"{key}.json"
