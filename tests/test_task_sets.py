@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.data import load_embedded
+from cuda_agent.kernel_sandbox import builtin_tasks
 from cuda_agent.runner.config import TrainConfig
 from cuda_agent.runner.task_sets import HELDOUT, TaskSetError, task_sets
 
@@ -92,3 +94,33 @@ def test_the_parts_of_a_joined_held_out_set_are_named_with_their_tasks():
     assert sorted(parts["heldout-ops"]) == sorted(HELDOUT)
     assert len(parts["heldout-compositions:3"]) == 3
     assert named_parts("heldout-ops") == {}  # one set: nothing to show apart
+
+
+def test_small_training_sizes_shrink_the_compositions_batch_and_never_the_heldout_tasks(
+    tmp_path: Path,
+):
+    """``train_sizes = "small"``: each shipped composition at its manifest's smaller batch (a
+    fifth of it, typically), a user's task at its ``SMALL_SIZES``, every other task as it is;
+    the held-out tasks at their own sizes."""
+    flags = {"eval_tasks": "heldout-compositions:4+heldout-ops"}
+    full, heldout = task_sets(TrainConfig(tasks="compact+synth", **flags))
+    small, heldout_small = task_sets(
+        TrainConfig(tasks="compact+synth", train_sizes="small", **flags)
+    )
+    assert [t.name for t in small] == [t.name for t in full]
+    assert [t.source for t in heldout_small] == [t.source for t in heldout]
+    manifest = {e.name: e.metadata for e in load_embedded("cpu_compositions").entries}
+    for before, after in zip(full, small, strict=True):
+        if before.name in manifest:
+            assert after.sizes == {**before.sizes, **manifest[before.name]["small_sizes"]}
+            assert after.sizes["BATCH"] < before.sizes["BATCH"]
+            assert after.cpu_sizes == before.cpu_sizes
+        else:  # the built-in tasks are small already
+            assert after == before
+    relu = next(t for t in builtin_tasks() if t.name == "relu")
+    (tmp_path / "relu.py").write_text(relu.source + 'SMALL_SIZES = {"BATCH": 512}\n')
+    (tmp_path / "tanh_like.py").write_text(relu.source.replace("relu", "tanh"))
+    mine, _ = task_sets(TrainConfig(tasks=str(tmp_path), train_sizes="small"))
+    assert [t.sizes["BATCH"] for t in mine] == [512, 4096]
+    with pytest.raises(ValueError, match="--train-sizes must be one of full, small"):
+        TrainConfig(train_sizes="tiny")  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """Issue 28: sandbox lanes on one GPU against the one-lane pool, in one call.
 
-    python benchmarks/gpu/lanes.py OUT_DIR [--parts suite,control,redteam,aa,compositions]
-        [--rounds 2] [--kernelbench DIR] [--lanes N]
+    python benchmarks/gpu/lanes.py OUT_DIR [--parts suite,control,redteam,aa,compositions,aa_small]
+        [--rounds 2] [--kernelbench DIR] [--lanes N] [--sizes full|small]
 
 Each part adds its figures to ``OUT_DIR/lanes.json`` (read back first, so parts may run in
 separate calls):
@@ -24,7 +24,10 @@ separate calls):
 - ``compositions``: 24 embedded training compositions with their compact CUDA solutions, cold
   (first visit: baselines measured) and warm, through one lane and through the lanes; where a
   warm job's time goes (``EvalResult.extra["seconds"]``, medians) and the GPU floor of its
-  timing (the timed calls' median times the calls made).
+  timing (the timed calls' median times the calls made). ``--sizes small``: at the sizes the
+  trainer's ``--train-sizes small`` gives them (``compositions_small``).
+- ``aa_small``: the A/A check (as ``aa``) on those compositions at their small sizes: whether
+  timing stays reliable there (``aa_small_within_3pct`` of ``aa_small_n``).
 """
 
 from __future__ import annotations
@@ -221,6 +224,23 @@ AA_MODEL_NEW = "\n\nclass ModelNew(Model):\n    pass\n"
 def part_aa(report: dict[str, Any], args: argparse.Namespace) -> None:
     root = Path(args.kernelbench)
     files = sorted((root / "level1").glob("*.py")) + sorted((root / "level2").glob("*.py"))
+    named = [(f"{path.parent.name}/{path.name}", load_task(path)) for path in files]
+    _aa(report, args, named, "aa")
+
+
+def part_aa_small(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """The A/A check at the training compositions' small sizes (``--train-sizes small``):
+    is their timing still reliable there?"""
+    tasks = _compositions(args, "small")
+    _aa(report, args, [(t.name, t) for t, _ in tasks], "aa_small")
+
+
+def _aa(
+    report: dict[str, Any], args: argparse.Namespace, named: list[tuple[str, Any]], key: str
+) -> None:
+    """Each task's reference timed against itself, one at a time, while the other lanes run
+    correctness-only jobs of the built-in suite without pause: ``<key>_within_3pct`` of
+    ``<key>_n``."""
     lanes = _lanes(args)
     config = SandboxConfig(
         backend=args.backend,
@@ -249,8 +269,7 @@ def part_aa(report: dict[str, Any], args: argparse.Namespace) -> None:
         threads = [threading.Thread(target=load, daemon=True) for _ in range(n_load)]
         for t in threads:
             t.start()
-        for path in files:
-            task = load_task(path)
+        for name, task in named:
             source = task.source + AA_MODEL_NEW
             r = sandbox.evaluate(task, source)
             ratio = (
@@ -260,7 +279,7 @@ def part_aa(report: dict[str, Any], args: argparse.Namespace) -> None:
             )
             rows.append(
                 {
-                    "problem": f"{path.parent.name}/{path.name}",
+                    "problem": name,
                     "status": r.status,
                     "aa_ratio": ratio,
                     "eager_ms": r.eager_time_ms,
@@ -272,26 +291,39 @@ def part_aa(report: dict[str, Any], args: argparse.Namespace) -> None:
         for t in threads:
             t.join(120)
     ratios = [r["aa_ratio"] for r in rows if r["aa_ratio"] is not None]
-    report["aa"] = {"rows": rows, "background_jobs": busy["jobs"], "loading_lanes": n_load}
+    report[key] = {"rows": rows, "background_jobs": busy["jobs"], "loading_lanes": n_load}
     report.update(
-        aa_n=len(rows),
-        aa_within_3pct=sum(abs(x - 1) <= 0.03 for x in ratios),
-        aa_within_1pct=sum(abs(x - 1) <= 0.01 for x in ratios),
-        aa_max_deviation=max((abs(x - 1) for x in ratios), default=None),
+        {
+            f"{key}_n": len(rows),
+            f"{key}_within_3pct": sum(abs(x - 1) <= 0.03 for x in ratios),
+            f"{key}_within_1pct": sum(abs(x - 1) <= 0.01 for x in ratios),
+            f"{key}_max_deviation": max((abs(x - 1) for x in ratios), default=None),
+        }
     )
 
 
-def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
-    """Training compositions: their baselines measured ahead (in lanes), then a first visit
-    and a warm visit through one lane and through the lanes."""
+def _compositions(args: argparse.Namespace, sizes: str) -> list[tuple[Any, str]]:
+    """The first ``args.compositions`` embedded training compositions with an answer (their
+    compact solution), at ``sizes`` ("full", or "small": the trainer's ``--train-sizes``)."""
     from cuda_agent.data import load_embedded
+    from cuda_agent.runner.task_sets import at_small_sizes
 
     tasks = load_embedded().tasks()
+    if sizes == "small":
+        tasks = at_small_sizes(tasks)
     answers = [
         t.compact_solutions.get(args.backend) or t.solutions.get(args.backend) for t in tasks
     ]
-    jobs = [(t, a) for t, a in zip(tasks, answers, strict=True) if a][: args.compositions]
-    out: dict[str, Any] = {"tasks": len(jobs)}
+    jobs = [(t, a) for t, a in zip(tasks, answers, strict=True) if a]
+    return jobs[: args.compositions]
+
+
+def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Training compositions (at ``--sizes``): their baselines measured ahead (in lanes), then
+    a first visit and a warm visit through one lane and through the lanes. Figures under
+    ``compositions`` (full sizes) or ``compositions_small``."""
+    jobs = _compositions(args, args.sizes)
+    out: dict[str, Any] = {"tasks": len(jobs), "sizes": args.sizes}
     with Sandbox(SandboxConfig(backend=args.backend, lanes_per_gpu=_lanes(args))) as sandbox:
         t0 = time.perf_counter()
         statuses = sandbox.measure_baselines([t for t, _ in jobs])
@@ -336,7 +368,7 @@ def part_compositions(report: dict[str, Any], args: argparse.Namespace) -> None:
                 **passes,
             }
         print(name, json.dumps({k: v["evaluations_per_minute"] for k, v in passes.items()}))
-    report["compositions"] = out
+    report["compositions" if args.sizes == "full" else "compositions_small"] = out
 
 
 def _failures(jobs: list[tuple[Any, str]], results: list[EvalResult]) -> list[dict[str, Any]]:
@@ -382,6 +414,7 @@ PARTS = {
     "control": part_control,
     "redteam": part_redteam,
     "aa": part_aa,
+    "aa_small": part_aa_small,
     "compositions": part_compositions,
 }
 
@@ -399,6 +432,12 @@ def main() -> None:
         "--pools", default="one_lane,lanes", help="compositions: which pools (one_lane, lanes)"
     )
     parser.add_argument("--tasks", default="", help="built-in task names (default: all)")
+    parser.add_argument(
+        "--sizes",
+        choices=("full", "small"),
+        default="full",
+        help="compositions: their module's sizes, or the trainer's --train-sizes small",
+    )
     args = parser.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -409,6 +448,7 @@ def main() -> None:
         PARTS[part](report, args)
         report.setdefault("part_seconds", {})[part] = time.perf_counter() - started
         command = f"python benchmarks/gpu/lanes.py OUT_DIR --parts {args.parts}"
+        command += f" --sizes {args.sizes}" * (args.sizes != "full")
         report.update(provenance("lanes", command, 1), gpu=report.get("machine", ""))
         path.write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps({k: v for k, v in report.items() if not isinstance(v, dict | list)}))

@@ -14,6 +14,7 @@ import torch
 
 from cuda_agent.data import compose, cpu_solution, load_embedded
 from cuda_agent.data.catalogue import catalogue
+from cuda_agent.data.compose import MACHINES, SMALL_MS, estimate_ms
 from cuda_agent.data.solutions import cuda_solution
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.kernel_sandbox.static_checks import check_candidate_source
@@ -26,6 +27,21 @@ def _compositions():
     # `cuda-agent synth --seed 1 --max-ops 3 --teachable` drew candidate i under Random("1:i")
     return [compose(random.Random(f"1:{r['index']}"), r["index"], 3, teachable=True)
             for r in rows if r["kept"]]  # fmt: skip
+
+
+def test_the_manifests_small_sizes_are_the_compositions_and_a_fraction_of_their_batch():
+    """``small_sizes`` (the trainer's ``--train-sizes small``): the batch at which the time
+    model says ``SMALL_MS`` on the GPU, below the module's, the other sizes unchanged."""
+    rows = {
+        r["name"]: r for r in map(json.loads, (ROOT / "manifest.jsonl").read_text().splitlines())
+    }
+    for c in _compositions():
+        small = rows[c.name]["small_sizes"]
+        assert small == c.small_sizes and set(small) == {"BATCH"}, c.name
+        assert small["BATCH"] < c.sizes["BATCH"], c.name
+        at_small = estimate_ms(MACHINES["cuda"], c.steps, c.inputs, {**c.sizes, **small})
+        assert at_small == pytest.approx(SMALL_MS, rel=0.05), c.name
+        assert c.to_task().resized(small).sizes == {**c.sizes, **small}
 
 
 def test_the_shipped_solutions_are_what_the_writers_write_for_their_compositions():

@@ -93,3 +93,26 @@ def test_input_configs_are_read_statically_and_validated():
     bad = task_from_source(KERNELBENCH_STYLE + "\nINPUT_CONFIGS = [{'dim1': 0}]\n", name="bad")
     with pytest.raises(TaskError, match="INPUT_CONFIGS must be a list"):
         _ = bad.input_configs
+
+
+def test_a_task_at_its_small_sizes_is_the_same_task_with_those_sizes_in_its_source():
+    source = KERNELBENCH_STYLE + "\nSMALL_SIZES = {'batch_size': 4}  # for training\n"
+    task = task_from_source(source, name="t", solutions={"cpu": "solution"})
+    assert task.small_sizes == {"batch_size": 4}
+    small = task.resized(task.small_sizes)
+    assert small.sizes == {"batch_size": 4, "dim1": 256, "reduce_dim": 1}
+    assert small.name == "t" and small.solutions == task.solutions
+    assert small.digest != task.digest  # caches (baselines) key on the sizes shown
+    # only the value changed: the prompt a model reads is the task's, line for line
+    changed = [
+        (a, b) for a, b in zip(task.source.splitlines(), small.source.splitlines(), strict=True)
+        if a != b
+    ]  # fmt: skip
+    assert changed == [("batch_size = 16", "batch_size = 4")]
+    assert task_from_source(KERNELBENCH_STYLE, name="none").small_sizes == {}
+    for bad in ({"nope": 2}, {"dim1": 0}):
+        with pytest.raises(TaskError, match="cannot resize"):
+            task.resized(bad)
+    broken = task_from_source(KERNELBENCH_STYLE + "\nSMALL_SIZES = {'dim1': -1}\n", name="b")
+    with pytest.raises(TaskError, match="SMALL_SIZES must map"):
+        _ = broken.small_sizes

@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
             "'kernelbench-l1-subset' (needs --kernelbench); several joined by '+'",
             "kernelbench": "a KernelBench checkout for 'kernelbench-l1-subset' (default: "
             "$CUDA_AGENT_KERNELBENCH)",
+            "train_sizes": "'small': train each task that has one at its smaller GPU variant "
+            "(SMALL_SIZES; the shipped compositions' manifest): more candidates fit the "
+            "sandbox's lanes at once; held-out tasks keep their sizes",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",

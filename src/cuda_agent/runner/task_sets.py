@@ -19,6 +19,10 @@ A named set followed by ``:N`` is its first N tasks, in the set's own order (a f
 ``heldout-compositions:6``; the CPU default evaluates it beside ``heldout-ops``).
 
 A task in both sets, by name or by source, is refused.
+
+With ``train_sizes = "small"`` each training task that has a smaller GPU variant
+(``Task.small_sizes``, or ``small_sizes`` in the embedded compositions' manifest) is trained
+on at those sizes (``Task.resized``); the held-out tasks keep theirs.
 """
 
 from __future__ import annotations
@@ -104,6 +108,23 @@ def named_parts(source: str, kernelbench: str = "") -> dict[str, list[str]]:
     return {part: [t.name for t in load_set(part, kernelbench)] for part in parts}
 
 
+def at_small_sizes(tasks: list[Task]) -> list[Task]:
+    """``tasks``, each at its smaller GPU variant where it has one (its ``SMALL_SIZES``, else
+    the embedded compositions' manifest entry for its source), else as it is."""
+    from cuda_agent.data import load_embedded
+
+    shipped = {
+        entry.task.source: entry.metadata["small_sizes"]
+        for entry in load_embedded("cpu_compositions").entries
+        if entry.metadata.get("small_sizes")
+    }
+    resized = []
+    for task in tasks:
+        small = task.small_sizes or shipped.get(task.source)
+        resized.append(task.resized(small) if small else task)
+    return resized
+
+
 def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     """(training tasks, held-out tasks) of ``config``; TaskSetError when they meet."""
     if config.eval_tasks:
@@ -115,6 +136,8 @@ def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     train = load_set(config.tasks or "starter", config.kernelbench)
     if not config.eval_tasks and "builtin" in config.tasks.split("+"):
         train = [t for t in train if t.name not in HELDOUT]
+    if config.train_sizes == "small":
+        train = at_small_sizes(train)
     names = {t.name for t in heldout} & {t.name for t in train}
     sources = {t.source for t in heldout} & {t.source for t in train}
     if names or sources:

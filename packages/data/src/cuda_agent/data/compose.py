@@ -15,6 +15,11 @@ matmul and convolution FLOPs at its throughput, a launch overhead per op) for a 
 log-uniformly inside the window. The module-level sizes aim at ``WINDOWS["cuda"]`` (1 to
 100 ms, as the reference system), ``CPU_SIZES`` at ``WINDOWS["cpu"]``. The filters measure the
 real time; the model only has to land most draws inside.
+
+``Composition.small_sizes`` is a smaller GPU variant for training (``SMALL_MS`` by the time
+model, the batch alone shrunk): on the H200 the module-level sizes' inputs reach gigabytes, so
+a sandbox's lanes could run only two or three of them at once (memory), while timing at a
+fraction of a millisecond still moves hundreds of megabytes, far beyond the 50 MB L2 cache.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from .catalogue import Dims, Op, catalogue, chain_teachable
 OP_COUNTS: Mapping[int, float] = {1: 0.05, 2: 0.84, 3: 0.06, 4: 0.03, 5: 0.02}
 # eager-time windows in ms, per backend
 WINDOWS: Mapping[str, tuple[float, float]] = {"cuda": (1.0, 100.0), "cpu": (0.1, 10.0)}
+# the time model's eager time of the small GPU variant (the H200 runs these compositions at
+# about a quarter of the model's estimate: some 0.25 ms)
+SMALL_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,21 @@ class Composition:
         """Whether ``solutions.cpu_solution`` can write this chain in C (``chain_teachable``)."""
         return chain_teachable(self.inputs[0][1], self.ops)
 
+    @property
+    def small_sizes(self) -> dict[str, int]:
+        """The batch at which the time model's GPU estimate is ``SMALL_MS`` (a multiple of 8
+        above 16), when that is smaller than the module's; {} otherwise. The other sizes stay:
+        the operators see rows of the same width. ``Task.resized`` makes the task at them."""
+        machine = MACHINES["cuda"]
+        fixed = estimate_ms(machine, self.steps, self.inputs, {**self.sizes, "BATCH": 0})
+        per_row = estimate_ms(machine, self.steps, self.inputs, {**self.sizes, "BATCH": 1}) - fixed
+        if per_row <= 0:
+            return {}
+        batch = max(1, round((SMALL_MS - fixed) / per_row))
+        if batch > 16:
+            batch -= batch % 8
+        return {"BATCH": batch} if batch < self.sizes["BATCH"] else {}
+
     def metadata(self) -> dict[str, Any]:
         return {
             "source": "synthesized",
@@ -116,6 +139,7 @@ class Composition:
             "family": self.family,
             "sizes": dict(self.sizes),
             "cpu_sizes": dict(self.cpu_sizes),
+            "small_sizes": self.small_sizes,
             "estimate_ms": dict(self.estimate_ms),
         }
 

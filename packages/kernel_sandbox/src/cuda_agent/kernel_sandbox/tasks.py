@@ -10,7 +10,7 @@ import ast
 import functools
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -68,7 +68,19 @@ class Task:
         KernelBench problems are sized for GPUs; a task may declare a CPU-sized variant so the
         same file serves both backends. Empty when the task declares none.
         """
-        value = self._literal("CPU_SIZES")
+        return self._size_map("CPU_SIZES")
+
+    @property
+    def small_sizes(self) -> dict[str, int]:
+        """Smaller GPU sizes a trainer may use instead of the module's (``SMALL_SIZES = {...}``
+        in the task): sized for a shorter eager time (a fraction of a millisecond on an H200)
+        whose timing is still reliable, so that a sandbox's lanes run many at once. ``resized``
+        makes the task at them. Empty when the task declares none."""
+        return self._size_map("SMALL_SIZES")
+
+    def _size_map(self, name: str) -> dict[str, int]:
+        """The literal ``name = {SIZE: int, ...}`` over module-level sizes, or {} when absent."""
+        value = self._literal(name)
         if value is None:
             return {}
         sizes = self.sizes
@@ -76,10 +88,40 @@ class Task:
             k not in sizes or type(v) is not int or v < 1 for k, v in value.items()
         ):
             raise TaskError(
-                f"task {self.name!r}: CPU_SIZES must map module-level integer sizes "
+                f"task {self.name!r}: {name} must map module-level integer sizes "
                 f"({sorted(sizes)}) to positive ints"
             )
         return dict(value)
+
+    def resized(self, sizes: Mapping[str, int]) -> Task:
+        """This task with its module-level sizes set to ``sizes`` in its source (so a prompt
+        shows them, and caches key on them); solutions and name kept. Raises ``TaskError`` for
+        a name that is not a module-level integer size."""
+        known = self.sizes
+        unknown = sorted(set(sizes) - set(known))
+        if unknown or any(type(v) is not int or v < 1 for v in sizes.values()):
+            raise TaskError(
+                f"task {self.name!r}: cannot resize {unknown or dict(sizes)}: sizes are "
+                f"module-level integers ({sorted(known)}) set to positive ints"
+            )
+        lines = self.source.splitlines(keepends=True)
+        for node in ast.parse(self.source).body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in sizes
+                and isinstance(node.value, ast.Constant)
+                and node.value.lineno == node.value.end_lineno
+            ):
+                value, row = node.value, node.value.lineno - 1
+                line = lines[row]
+                text = line.encode()  # ast offsets count UTF-8 bytes
+                start, end = value.col_offset, value.end_col_offset
+                assert end is not None
+                new = str(sizes[node.targets[0].id]).encode()
+                lines[row] = (text[:start] + new + text[end:]).decode()
+        return replace(self, source="".join(lines))
 
     @property
     def input_configs(self) -> list[dict[str, int]]:
