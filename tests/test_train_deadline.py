@@ -307,6 +307,10 @@ def test_a_run_without_the_evaluation_before_starts_at_the_warm_start(setup, tmp
     ]
     stages = [r["stage"] for r in _records(run)]
     assert stages[0] == "warmstart" and "heldout_before" not in stages
+    # each evaluation's record says where its time went (the tiny model writes no code, so
+    # the sandbox judged nothing: test_eval counts what it judges)
+    (after,) = [r for r in _records(run) if r["stage"] == "heldout_after"]
+    assert after["sampling_s"] > 0 and after["sandbox_s"] >= 0 and "evaluation_s" in after
     summary = json.loads((run / "summary.json").read_text())
     assert summary["heldout_pass_rate_before"] is None
     assert "heldout_gain_after_over_before" not in summary

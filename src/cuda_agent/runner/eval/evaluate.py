@@ -77,6 +77,9 @@ def evaluate_tasks(
     tasks share each ``run_episodes`` call. With ``out_dir`` every finished task is persisted
     at once and a rerun resumes; without it nothing is written. ``model`` names the policy in
     the config. Raises EvaluationError when the policy produced no answer at all for a task.
+    ``seconds`` says where this call's time went (``RolloutBatch.seconds`` summed: sampling,
+    evaluation, sandbox, agent) and how many answers the sandbox judged (``evaluations``);
+    tasks resumed from disk took none of it.
     """
     # (AgentConfig checks the turns: max_turns >= 1)
     agent = dataclasses.replace(agent_config or AgentConfig(), max_turns=turns)
@@ -108,6 +111,7 @@ def evaluate_tasks(
     todo = [t for t in tasks if t.name not in done]
     if len(todo) < len(tasks):
         log(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already evaluated")
+    spent: dict[str, float] = {}  # where this invocation's time went (tasks done before: not)
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="cuda-agent eval",
                unit="task", disable=not progress)  # fmt: skip
     try:
@@ -116,7 +120,11 @@ def evaluate_tasks(
             sampling = SamplingParams(n=samples, max_new_tokens=max_new_tokens,
                                       temperature=temperature,
                                       seed=seed + names.index(chunk[0].name))  # fmt: skip
-            episodes = run_episodes(policy, sandbox, chunk, sampling, agent).episodes
+            rollout = run_episodes(policy, sandbox, chunk, sampling, agent)
+            episodes = rollout.episodes
+            for part, seconds in rollout.seconds.items():
+                spent[part] = spent.get(part, 0.0) + seconds
+            spent["evaluations"] = spent.get("evaluations", 0) + rollout.evaluations
             failed = []
             for g, task in enumerate(chunk):
                 mine = [e for e in episodes if e.group == g]
@@ -140,7 +148,8 @@ def evaluate_tasks(
     finally:
         bar.close()
     rows = [done[n] for n in names]
-    result = {**summary(rows), "ci95": eval_intervals(rows), "per_task": rows, "config": config}
+    result = {**summary(rows), "ci95": eval_intervals(rows), "per_task": rows, "config": config,
+              "seconds": spent}  # fmt: skip
     if out is not None:
         from .report import write_report
 

@@ -93,6 +93,13 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     statuses = [row.get("status", "") for row in result["per_task"]]
     summary["statuses"] = {k: statuses.count(k) for k in sorted(set(statuses))}
     summary["per_task_reward"] = {row["task"]: row.get("best_reward") for row in result["per_task"]}
+    # where this invocation's evaluation time went (the rows resumed from disk took none)
+    spent = result.get("seconds", {})
+    for part in ("sampling", "evaluation", "sandbox"):
+        if part in spent:
+            summary[f"{part}_s"] = spent[part]
+    if spent.get("sandbox"):
+        summary["evaluations_per_min"] = 60 * spent.get("evaluations", 0) / spent["sandbox"]
     ctx.state.evaluations[name] = summary
     ctx.finish_stage(name, summary)
     ctx.advance(1)
