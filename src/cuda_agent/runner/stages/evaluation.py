@@ -95,9 +95,9 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     summary["per_task_reward"] = {row["task"]: row.get("best_reward") for row in result["per_task"]}
     # where this invocation's evaluation time went (the rows resumed from disk took none)
     spent = result.get("seconds", {})
-    for part in ("sampling", "evaluation", "sandbox"):
-        if part in spent:
-            summary[f"{part}_s"] = spent[part]
+    for where in ("sampling", "evaluation", "sandbox"):
+        if where in spent:
+            summary[f"{where}_s"] = spent[where]
     if spent.get("sandbox"):
         summary["evaluations_per_min"] = 60 * spent.get("evaluations", 0) / spent["sandbox"]
     ctx.state.evaluations[name] = summary
