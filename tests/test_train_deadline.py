@@ -230,7 +230,7 @@ def test_a_run_stopped_at_every_kind_of_boundary_ends_as_the_unstopped_run(
 ):
     # Each invocation does two units and stops before the third: before a step inside a
     # stage, before an evaluation, before the collection, before the first step of a stage.
-    monkeypatch.setattr(deadline_module, "Deadline", lambda at: AfterUnits(2))
+    monkeypatch.setattr(deadline_module, "Deadline", lambda at, **_: AfterUnits(2))
     run = tmp_path / "run"
     codes: list[int] = []
     stops: list[str] = []

@@ -361,12 +361,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _with_estimates(deadline: Any, estimates: dict[str, float] | None) -> Any:
-    """``deadline`` (a ``Deadline``) with the caller's estimates of units never timed."""
-    deadline.prior.update(estimates or {})
-    return deadline
-
-
 def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | None) -> int:
     """``cuda-agent train`` once its config is read: the run, and its exit code."""
     from cuda_agent.kernel_sandbox import TaskError
@@ -384,7 +378,7 @@ def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | No
             config,
             log=_log(args.json) if args.json else print,
             progress=not args.quiet,
-            deadline=None if at is None else _with_estimates(Deadline(at), args.unit_estimates),
+            deadline=None if at is None else Deadline(at, prior=args.unit_estimates or {}),
         )
     except DeadlineStop as exc:  # one line: where it stopped and how to go on
         if distributed.is_main():

@@ -27,6 +27,7 @@ from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
 from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, read_rows
+from .rollouts import evaluations_per_min
 
 KEYS = (
     "pass_rate",
@@ -98,8 +99,8 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     for where in ("sampling", "evaluation", "sandbox"):
         if where in spent:
             summary[f"{where}_s"] = spent[where]
-    if spent.get("sandbox"):
-        summary["evaluations_per_min"] = 60 * spent.get("evaluations", 0) / spent["sandbox"]
+    if "sandbox" in spent:
+        summary["evaluations_per_min"] = evaluations_per_min(spent["evaluations"], spent["sandbox"])
     ctx.state.evaluations[name] = summary
     ctx.finish_stage(name, summary)
     ctx.advance(1)

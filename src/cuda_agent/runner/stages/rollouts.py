@@ -121,7 +121,7 @@ def merged_throughput(parts: Sequence[RolloutBatch], seconds: float) -> dict[str
         "evaluation_s": max(t["evaluation_s"] for t in each),
         "sandbox_s": busy,
         "evaluations": evaluations,
-        "evaluations_per_min": 60.0 * evaluations / busy if busy > 0 else 0.0,
+        "evaluations_per_min": evaluations_per_min(evaluations, busy),
         "sandbox_windows": sorted(w for t in each for w in t["sandbox_windows"]),
     }
 
@@ -180,9 +180,14 @@ def throughput(batch: RolloutBatch, seconds: float) -> dict[str, Any]:
         "evaluation_s": batch.seconds.get("evaluation", 0.0),
         "sandbox_s": busy,
         "evaluations": batch.evaluations,
-        "evaluations_per_min": 60.0 * batch.evaluations / busy if busy > 0 else 0.0,
+        "evaluations_per_min": evaluations_per_min(batch.evaluations, busy),
         "sandbox_windows": [list(w) for w in batch.sandbox_windows],
     }
+
+
+def evaluations_per_min(evaluations: int | float, sandbox_s: float) -> float:
+    """Answers judged per minute of the sandbox's busy time (0 when it was never busy)."""
+    return 60.0 * evaluations / sandbox_s if sandbox_s > 0 else 0.0
 
 
 def decode_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -122,14 +122,10 @@ class Composition:
         """The batch at which the time model's GPU estimate is ``SMALL_MS`` (a multiple of 8
         above 16), when that is smaller than the module's; {} otherwise. The other sizes stay:
         the operators see rows of the same width. ``Task.resized`` makes the task at them."""
-        machine = MACHINES["cuda"]
-        fixed = estimate_ms(machine, self.steps, self.inputs, {**self.sizes, "BATCH": 0})
-        per_row = estimate_ms(machine, self.steps, self.inputs, {**self.sizes, "BATCH": 1}) - fixed
-        if per_row <= 0:
+        batch = _solve_batch(MACHINES["cuda"], self.steps, self.inputs, self.sizes, SMALL_MS)
+        if batch is None:
             return {}
-        batch = max(1, round((SMALL_MS - fixed) / per_row))
-        if batch > 16:
-            batch -= batch % 8
+        batch = _round_batch(batch)
         return {"BATCH": batch} if batch < self.sizes["BATCH"] else {}
 
     def metadata(self) -> dict[str, Any]:
@@ -273,14 +269,29 @@ def _choose_sizes(
         sizes["W"] = sizes["H"]
     low, high = WINDOWS[backend]
     target = math.exp(rng.uniform(math.log(2 * low), math.log(high / 3)))
-    fixed = estimate_ms(machine, steps, inputs, {**sizes, "BATCH": 0})
-    per_row = estimate_ms(machine, steps, inputs, {**sizes, "BATCH": 1}) - fixed
-    batch = max(1, round((target - fixed) / per_row)) if per_row > 0 else 1
+    batch = _solve_batch(machine, steps, inputs, sizes, target) or 1
     widest = max(_largest(steps, inputs, {**sizes, "BATCH": 1}), 1)
     batch = max(1, min(batch, machine.max_elements // widest))
-    if batch > 16:
-        batch -= batch % 8
-    return {"BATCH": batch, **sizes}
+    return {"BATCH": _round_batch(batch), **sizes}
+
+
+def _solve_batch(
+    machine: Machine,
+    steps: Sequence[Step],
+    inputs: Sequence[tuple[str, Dims]],
+    sizes: Mapping[str, int],
+    target_ms: float,
+) -> int | None:
+    """The batch (at least 1) at which the time model says ``target_ms`` with the other
+    ``sizes``; None when the time does not grow with the batch."""
+    fixed = estimate_ms(machine, steps, inputs, {**sizes, "BATCH": 0})
+    per_row = estimate_ms(machine, steps, inputs, {**sizes, "BATCH": 1}) - fixed
+    return max(1, round((target_ms - fixed) / per_row)) if per_row > 0 else None
+
+
+def _round_batch(batch: int) -> int:
+    """A batch above 16 rounded down to a multiple of 8."""
+    return batch - batch % 8 if batch > 16 else batch
 
 
 def _numel(dims: Dims, sizes: Mapping[str, int]) -> int:

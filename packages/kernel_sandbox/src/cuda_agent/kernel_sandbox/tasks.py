@@ -105,22 +105,17 @@ class Task:
                 f"module-level integers ({sorted(known)}) set to positive ints"
             )
         lines = self.source.splitlines(keepends=True)
-        for node in ast.parse(self.source).body:
+        for name, value in self._assignments:
             if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id in sizes
-                and isinstance(node.value, ast.Constant)
-                and node.value.lineno == node.value.end_lineno
+                name in sizes
+                and isinstance(value, ast.Constant)
+                and value.lineno == value.end_lineno
             ):
-                value, row = node.value, node.value.lineno - 1
-                line = lines[row]
-                text = line.encode()  # ast offsets count UTF-8 bytes
-                start, end = value.col_offset, value.end_col_offset
+                row, end = value.lineno - 1, value.end_col_offset
                 assert end is not None
-                new = str(sizes[node.targets[0].id]).encode()
-                lines[row] = (text[:start] + new + text[end:]).decode()
+                text = lines[row].encode()  # ast offsets count UTF-8 bytes
+                new = str(sizes[name]).encode()
+                lines[row] = (text[: value.col_offset] + new + text[end:]).decode()
         return replace(self, source="".join(lines))
 
     @property
