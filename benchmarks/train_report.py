@@ -19,6 +19,12 @@ the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with
 intervals, RL's gain with its interval's ends). ``--control RUN_DIR`` names the SFT-only
 control (warm start alone, for as long as this run trained): each block then also holds the
 control against the warm start and RL's paired gain over the control (``rl_over_control``).
+``--warm RUN_DIR`` names the warm-start-only run that this run (and the control) started from
+(``cuda-agent train --init-from RUN_DIR``): its final held-out evaluation is the warm-start
+point, and ``warmstart_run`` says how it was trained.
+
+    python benchmarks/train_report.py RL_RUN OUT.json --wall-s S --learning LEARNING.json \
+        --warm WARM_RUN --control CONTROL_RUN
 """
 
 from __future__ import annotations
@@ -175,10 +181,19 @@ def main() -> None:
         help="the SFT-only control's run directory (the same held-out tasks): its final "
         "evaluation is compared with this run's in learning.json",
     )
+    parser.add_argument(
+        "--warm",
+        type=Path,
+        help="the warm-start-only run this run started from (--init-from): its final held-out "
+        "evaluation is the warm-start point",
+    )
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
     records = read_records(args.run_dir)
     evals = {r["stage"]: r for r in records if r["stage"].endswith(EVAL_POINTS)}
+    if args.warm:  # the warm start is another run's end (this run started from its weights)
+        warm_evals = {r["stage"]: r for r in read_records(args.warm)}
+        evals["heldout_warmstart"] = warm_evals["heldout_after"]
     # The device's copy of the tree may carry an older .git: the caller names the commit.
     commit = (
         os.environ.get("CUDA_AGENT_COMMIT")
@@ -219,7 +234,11 @@ def main() -> None:
     if args.learning:
         figure = learning(report)
         # the gain of RL over the warm start, paired over the held-out tasks, with its interval
-        warm = evaluation(args.run_dir, "heldout_warmstart")
+        if args.warm:
+            warm = evaluation(args.warm, "heldout_after")
+            figure["warmstart_run"] = control_summary(args.warm)
+        else:
+            warm = evaluation(args.run_dir, "heldout_warmstart")
         after = evaluation(args.run_dir, "heldout_after")
         control = None
         if args.control:

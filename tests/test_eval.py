@@ -237,7 +237,10 @@ def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys, monk
         port = probe.getsockname()[1]
     cases = [
         (["--tasks", str(broken)], "not valid Python"),
-        (["--tasks", "builtin", "--adapter", str(tmp_path / "empty-run")], "holds no adapter"),
+        (
+            ["--tasks", "builtin", "--adapter", str(tmp_path / "empty-run")],
+            "holds no trained weights",
+        ),
         (["--tasks", "builtin", "--endpoint", f"http://127.0.0.1:{port}/v1"], f"{port}"),
         (["--tasks", "builtin", "--backend", "tpu"], "--backend must be"),
         (["--tasks", "kernelbench-l1-subset"], "pass --kernelbench DIR or set CUDA_AGENT_KERNELB"),

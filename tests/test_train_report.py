@@ -114,3 +114,27 @@ def test_without_a_control_the_blocks_hold_only_rl(tmp_path):
 def test_a_learning_run_says_how_many_device_calls_it_took(tmp_path):
     got = _report(tmp_path, calls=3)
     assert (got["rl_steps"], got["device_calls"]) == (5, 3)
+
+
+def test_a_warm_start_run_of_its_own_is_the_warm_start_point(tmp_path):
+    """RL and the control both started from a warm-start-only run (--init-from): that run's
+    final evaluation is the point both are measured from."""
+    warm = _run(tmp_path / "warm", {"after": _rows([2, 0, 0, 0, 0, 0])}, {"warmstart": 40})
+    rl = _run(tmp_path / "rl", {"after": _rows([4, 4, 4, 0, 0, 0])}, {"warmstart": 0, "rl": 5})
+    control = _run(tmp_path / "control", {"after": _rows([4, 0, 0, 0, 0, 0])}, {"warmstart": 9})
+    learning = tmp_path / "learning.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
+         "--learning", str(learning), "--warm", str(warm), "--control", str(control)],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(learning.read_text())
+    ops = got["heldout_ops"]
+    assert ops["after_warmstart"]["pass_at_1"] == pytest.approx(2 / 24)
+    assert ops["gain"]["pass_at_1"] == pytest.approx(10 / 24)
+    assert ops["control_sft_only"]["gain"]["pass_at_1"] == pytest.approx(2 / 24)
+    assert ops["rl_over_control"]["pass_at_1"] == pytest.approx(8 / 24)
+    assert got["heldout_after_warmstart"]["pass_rate"] == pytest.approx(1 / 6)
+    assert got["warmstart_run"]["warmstart_steps"] == 40
+    assert got["rl_steps"] == 5

@@ -57,6 +57,34 @@ class RunState:
         return self.stage_steps.get(stage, 0)
 
 
+def _holds_weights(path: Path) -> bool:
+    """Whether ``path`` holds what ``Policy.save`` writes (an adapter or full weights)."""
+    return (path / "adapter_config.json").is_file() or any(path.glob("*.safetensors"))
+
+
+def trained_weights(spec: str | Path) -> Path:
+    """The directory of the weights ``spec`` names: a run directory's final ``adapter/``, else
+    its last committed checkpoint's (a run stopped by a deadline or killed), or a directory
+    ``Policy.save`` wrote. ``ValueError`` naming what is missing otherwise."""
+    path = Path(spec)
+    if not path.is_dir():
+        raise ValueError(f"{spec} does not exist (a run directory or an adapter directory)")
+    if _holds_weights(path):
+        return path
+    if _holds_weights(path / "adapter"):
+        return path / "adapter"
+    state = path / "state.json"
+    if state.is_file():
+        checkpoint = load_state(path).checkpoint
+        if checkpoint and _holds_weights(path / checkpoint / "adapter"):
+            return path / checkpoint / "adapter"
+    raise ValueError(
+        f"{spec} holds no trained weights (adapter_config.json or *.safetensors as Policy.save "
+        "writes them; a training run keeps its final ones in RUN/adapter and the last "
+        "checkpoint's in RUN/checkpoints/<name>/adapter)"
+    )
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` whole: a temporary file, fsynced, then ``os.replace``."""
     tmp = path.with_name(f".{path.name}.tmp")

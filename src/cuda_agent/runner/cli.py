@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
             "(SMALL_SIZES; the shipped compositions' manifest): more candidates fit the "
             "sandbox's lanes at once; held-out tasks keep their sizes",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
+            "init_from": "start from another run's weights: RUN_DIR (its final adapter, else "
+            "its last checkpoint) or an adapter directory; e.g. RL and an SFT-only control "
+            "both from one warm-start run (same --model and --lora-rank)",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",
         }.get(field.name, "")
@@ -368,7 +371,7 @@ def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | No
 
     from . import distributed
     from .budget import BudgetError
-    from .context import StabilityError
+    from .context import InitFromError, StabilityError
     from .deadline import EX_TEMPFAIL, Deadline, DeadlineStop
     from .task_sets import TaskSetError
     from .train import train
@@ -384,7 +387,7 @@ def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | No
         if distributed.is_main():
             print(f"cuda-agent: {exc}", file=sys.stderr)
         return EX_TEMPFAIL
-    except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError) as exc:
+    except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError, InitFromError) as exc:
         # A user's mistake (a model or task that is not there): say what to do, no traceback.
         print(f"cuda-agent: {exc}", file=sys.stderr)
         return 2

@@ -83,6 +83,12 @@ class TrainConfig:
     ray_sandbox_workers: int = 0
     ray_rollout_workers: int = 0
     seed: int = 0
+    # start from another run's trained weights (its directory: its final ``adapter/``, else its
+    # last checkpoint; or an adapter directory) instead of the fresh LoRA adapter: one warm start
+    # trained once, then RL and an SFT-only control both continue it. Read only when the run
+    # starts (a resumed run continues from its own checkpoint); the KL reference stays the base
+    # model. The LoRA rank must be the same.
+    init_from: str = ""
     # warm start (supervised)
     warmstart_steps: int = 24
     warmstart_lr: float = 3e-3

@@ -41,6 +41,10 @@ class StabilityError(RuntimeError):
     """An update left the configured stability bounds and the run was told to stop."""
 
 
+class InitFromError(ValueError):
+    """``--init-from`` names no weights this run can start from (missing, or another rank)."""
+
+
 @dataclass
 class Run:
     config: TrainConfig
@@ -91,13 +95,20 @@ class Run:
         return self.optimizers[name]
 
     # ----------------------------------------------------------------- commits
-    def restore(self, critic: bool = False) -> None:
-        """Load the latest checkpoint's weights (after a kill), and build the critic when the
+    def restore(self, critic: bool = False, init: Path | None = None) -> None:
+        """Load the latest checkpoint's weights (after a kill), or at a run's start the weights
+        it starts from (``init``: ``config.init_from`` resolved), and build the critic when the
         run needs one (after the policy's adapter: peft loads that only alone)."""
         where = self.run_dir / self.state.checkpoint if self.state.checkpoint else None
         if where is not None:
             self.log(f"resuming from {self.state.checkpoint}")
             self.policy.load_adapter(where / "adapter")
+        elif init is not None:
+            self.log(f"starting from the weights in {init}")
+            try:
+                self.policy.load_adapter(init)
+            except (ValueError, FileNotFoundError) as exc:  # another rank, or full weights
+                raise InitFromError(f"--init-from {self.config.init_from}: {exc}") from exc
         if critic or (where is not None and (where / "value").exists()):
             value = self.critic()
             if where is not None and (where / "value").exists():

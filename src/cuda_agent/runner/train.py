@@ -36,9 +36,9 @@ from cuda_agent.reward import renamed_keys
 
 from . import distributed as D
 from .budget import resolve_budget, warmstart_examples
-from .checkpoint import load_state, replace_dir, write_json_atomic
+from .checkpoint import load_state, replace_dir, trained_weights, write_json_atomic
 from .config import TrainConfig
-from .context import Log, Run
+from .context import InitFromError, Log, Run
 from .deadline import Deadline, DeadlineStop
 from .eval.comparison import compare_files, compare_sets, read_rows
 from .metrics import NullMetrics, RunMetrics, StageProgress, plot_curves
@@ -83,6 +83,12 @@ def train(
     run_dir.mkdir(parents=True, exist_ok=True)
     state = D.broadcast(load_state(run_dir) if main else None)  # read before rank 0 writes
     assert state is not None
+    init = None
+    if config.init_from and not state.checkpoint:  # read at the start only (checked first)
+        try:
+            init = trained_weights(config.init_from)
+        except ValueError as exc:
+            raise InitFromError(f"--init-from: {exc}") from exc
     train_tasks, heldout = task_sets(config)
     metrics: RunMetrics | NullMetrics = RunMetrics(run_dir) if main else NullMetrics()
     if state.metrics_bytes is not None:
@@ -167,7 +173,7 @@ def train(
         started=started,
     )
     ctx.save()  # this invocation's record, before any work
-    ctx.restore(critic=config.needs_critic)
+    ctx.restore(critic=config.needs_critic, init=init)
     ctx.synchronize()  # several processes: one set of starting weights
     ctx.prune()  # checkpoints a killed run wrote but never committed
     try:
@@ -217,6 +223,7 @@ def train(
         "run_dir": str(run_dir),
         "backend": sandbox.backend,
         "model": config.model,
+        "init_from": config.init_from or None,  # the weights the run started from
         "training_tasks": [t.name for t in train_tasks],
         "heldout_tasks": [t.name for t in heldout],
         "max_new_tokens": config.max_new_tokens,

@@ -60,23 +60,12 @@ def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
     return load_set("+".join("builtin" if p == "all" else p for p in parts), kernelbench)
 
 
-def _holds_adapter(path: Path) -> bool:
-    return (path / "adapter_config.json").is_file() or any(path.glob("*.safetensors"))
-
-
 def adapter_dir(spec: str) -> Path:
-    """The directory of the adapter ``--adapter`` names (a run directory: its ``adapter/``)."""
-    path = Path(spec)
-    if not path.is_dir():
-        raise ValueError(f"adapter directory {spec} does not exist")
-    if not _holds_adapter(path) and (path / "adapter").is_dir():
-        path = path / "adapter"
-    if not _holds_adapter(path):
-        raise ValueError(
-            f"{spec} holds no adapter (adapter_config.json or *.safetensors as Policy.save "
-            "writes them; a training run keeps its final one in RUN/adapter)"
-        )
-    return path
+    """The directory of the adapter ``--adapter`` names (a run directory: its ``adapter/``, or
+    its last checkpoint's when it has not finished)."""
+    from ..checkpoint import trained_weights
+
+    return trained_weights(spec)
 
 
 def load_policy(options: EvalOptions) -> tuple[Any, str]:
