@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
-from cuda_agent.runner.checkpoint import MetricsWriter, RunState, load_state, save_state
+import pytest
+
+from cuda_agent.runner.checkpoint import (
+    BackgroundWriter,
+    MetricsWriter,
+    RunState,
+    load_state,
+    save_state,
+)
 
 
 def test_metrics_cut_back_to_the_committed_length_drop_unfinished_records(tmp_path: Path) -> None:
@@ -34,3 +44,33 @@ def test_a_run_killed_before_its_first_commit_starts_its_metrics_afresh(tmp_path
     state = load_state(tmp_path)  # no state.json: nothing was committed
     MetricsWriter(tmp_path / "metrics.jsonl").truncate(state.metrics_bytes or 0)
     assert (tmp_path / "metrics.jsonl").read_text() == ""
+
+
+def test_background_writes_land_in_order_one_at_a_time_and_their_errors_surface() -> None:
+    """The checkpoint writer (a step's checkpoint written while the next step runs): writes
+    run in the order given, never two at once; ``wait`` returns once the last has landed; a
+    write that failed raises in the trainer at the next ``submit`` or ``wait``."""
+    done: list[int] = []
+    running = threading.Semaphore(1)
+
+    def write(k: int) -> None:
+        assert running.acquire(blocking=False), "two writes at once"
+        time.sleep(0.01 * (3 - k))  # the earlier ones take longer
+        done.append(k)
+        running.release()
+
+    writer = BackgroundWriter()
+    for k in range(3):
+        writer.submit(lambda k=k: write(k))
+    writer.wait()
+    assert done == [0, 1, 2]
+
+    def fails() -> None:
+        raise OSError("no space left on device")
+
+    writer.submit(fails)
+    with pytest.raises(OSError, match="no space"):
+        writer.submit(lambda: write(0))
+    writer.submit(fails)
+    with pytest.raises(OSError, match="no space"):
+        writer.close()

@@ -24,6 +24,7 @@ ALL = [
     "TokenLogprobs",
     "TokenValues",
     "ValueModel",
+    "WeightsSnapshot",
 ]
 
 # name -> parameter names (None: a property).
@@ -61,6 +62,7 @@ POLICY_MEMBERS: dict[str, list[str] | None] = {
     ],
     "train": ["self"],
     "trainable_parameters": ["self"],
+    "weights_snapshot": ["self"],
 }
 VALUE_MODEL_MEMBERS: dict[str, list[str] | None] = {
     "eval": ["self"],

@@ -46,6 +46,37 @@ def test_save_then_load_adapter_reproduces_logprobs(
     assert (tmp_path / weights).is_file()
 
 
+def test_a_snapshot_writes_the_weights_as_they_were_when_taken(
+    make_policy: Any, prompts: list[list[int]], tmp_path: Path
+) -> None:
+    """A checkpoint written in the background while training goes on holds the step it was
+    taken at, not the weights the later steps made, in the files `save` writes."""
+    from safetensors.torch import load_file
+
+    policy = make_policy(lora_rank=4)
+    train_a_little(policy, prompts)
+    with torch.no_grad():
+        expected = policy.token_logprobs(prompts[:2], RESPONSES).logprobs
+    policy.save(tmp_path / "saved")
+    snapshot = policy.weights_snapshot()
+    train_a_little(policy, prompts)  # the live weights move on
+    snapshot.write(tmp_path / "snapshot")
+    names = sorted(p.name for p in (tmp_path / "saved").iterdir())
+    assert sorted(p.name for p in (tmp_path / "snapshot").iterdir()) == names
+    saved = load_file(str(tmp_path / "saved" / "adapter_model.safetensors"))
+    written = load_file(str(tmp_path / "snapshot" / "adapter_model.safetensors"))
+    assert saved.keys() == written.keys()
+    assert all(torch.equal(saved[k], written[k]) for k in saved)
+    fresh = make_policy(lora_rank=4)
+    fresh.load_adapter(tmp_path / "snapshot")
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.token_logprobs(prompts[:2], RESPONSES).logprobs, expected)
+        moved = policy.token_logprobs(prompts[:2], RESPONSES).logprobs
+    assert not torch.allclose(moved, expected)
+    with pytest.raises(ValueError, match="LoRA"):
+        make_policy(lora_rank=0).weights_snapshot()
+
+
 def test_load_adapter_names_the_mismatch(make_policy: Any, tmp_path: Path) -> None:
     make_policy(lora_rank=4).save(tmp_path / "r4")
     with pytest.raises(ValueError, match="lora_rank=8"):

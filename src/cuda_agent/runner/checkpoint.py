@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,33 @@ def replace_dir(staged: Path, final: Path) -> None:
         os.replace(final, old)
     os.replace(staged, final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+class BackgroundWriter:
+    """One thread that writes checkpoints while training goes on, one at a time and in order:
+    ``submit`` waits for the write before it (so at most one is in flight), ``wait`` for the
+    last. A write that failed raises in the caller at the next ``submit`` or ``wait``."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        self._pending: Any = None
+
+    def submit(self, write: Callable[[], None]) -> None:
+        self.wait()
+        self._pending = self._pool.submit(write)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()  # its exception, if it raised
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 class MetricsWriter:

@@ -205,6 +205,7 @@ def train(
         stop.run_dir = run_dir
         raise
     finally:
+        ctx.writer.close()  # the last checkpoint written (its error, if any, raised)
         display.close()
         metrics.close()
         if rollouts is not None:

@@ -3,6 +3,7 @@
 from cuda_agent.policy._config import DEFAULT_MODEL, PolicyConfig
 from cuda_agent.policy._loading import ModelNotAvailableError
 from cuda_agent.policy._optim import PolicyOptimizer
+from cuda_agent.policy._persistence import WeightsSnapshot
 from cuda_agent.policy._policy import Policy
 from cuda_agent.policy._remote import RemotePolicy, RemotePolicyError, RemoteSample
 from cuda_agent.policy._sampling import Sample
@@ -22,4 +23,5 @@ __all__ = [
     "TokenLogprobs",
     "TokenValues",
     "ValueModel",
+    "WeightsSnapshot",
 ]

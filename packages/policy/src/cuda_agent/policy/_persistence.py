@@ -17,7 +17,7 @@ same way.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,44 @@ from cuda_agent.policy._loading import requires_grad_flags, restore_requires_gra
 from cuda_agent.policy._sharding import ShardedRoot, full_state_dict, is_sharded
 
 POLICY_CONFIG_FILE = "policy_config.json"
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"  # peft's
+
+
+@dataclass(frozen=True)
+class WeightsSnapshot:
+    """A policy's `save` taken at one moment (`Policy.weights_snapshot`): ``tensors``, the
+    safetensors files by their path in the directory, on the CPU; ``files``, every other file's
+    bytes. ``write`` makes the directory `save` would have made then."""
+
+    tensors: dict[str, dict[str, torch.Tensor]]
+    files: dict[str, bytes]
+
+    def write(self, path: str | Path) -> None:
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        for name, data in self.files.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_bytes(data)
+        for name, tensors in self.tensors.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            save_file(tensors, str(path / name), metadata={"format": "pt"})
+
+
+def _files_of(write: Any) -> tuple[str, dict[str, bytes]]:
+    """Where ``write(directory, None)`` (a policy's `save`) puts the adapter's weights, and the
+    bytes of every other file it writes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write(root, None)
+        paths = [p for p in sorted(root.rglob("*")) if p.is_file()]
+        weights = [p for p in paths if p.name == ADAPTER_WEIGHTS_FILE]
+        if len(weights) != 1:
+            raise RuntimeError(f"save wrote {len(weights)} {ADAPTER_WEIGHTS_FILE} files, not 1")
+        files = {str(p.relative_to(root)): p.read_bytes() for p in paths if p not in weights}
+        return str(weights[0].relative_to(root)), files
 
 
 def load_lora_weights(
@@ -76,6 +114,7 @@ class PersistenceMixin:
     _hf_model: Any
     _adapter: str | None
     _sharded_root: ShardedRoot | None
+    _snapshot_files: tuple[str, dict[str, bytes]] | None = None  # weights_snapshot's
 
     def _refuse_if_sharded(self, what: str) -> None:
         if self._sharded_root is not None:
@@ -100,6 +139,30 @@ class PersistenceMixin:
                 self._write(path, state)
         finally:
             dist.barrier()
+
+    def weights_snapshot(self) -> WeightsSnapshot:
+        """What `save` would write now, held on the CPU: `snapshot.write(path)` writes the same
+        files later, from any thread, while training goes on changing the live weights (it
+        touches neither the model nor the tokenizer). A LoRA policy's only, not a sharded one's.
+
+        The files other than the adapter's weights (its config, the tokenizer's, the policy's)
+        never change and are made once, by a first `save`."""
+        self._refuse_if_sharded("weights_snapshot")
+        if not isinstance(self.model, PeftModel):
+            raise ValueError("weights_snapshot needs a LoRA policy (lora_rank > 0)")
+        from peft.utils import get_peft_model_state_dict
+
+        if self._snapshot_files is None:
+            self._snapshot_files = _files_of(self._write)
+        weights_at, files = self._snapshot_files
+        live = {k: v for k, v in self.model.state_dict().items() if "lora_" in k}
+        tensors = get_peft_model_state_dict(
+            self.model,
+            state_dict={k: v.detach().to("cpu", copy=True) for k, v in live.items()},
+            adapter_name=self._adapter or "default",
+            save_embedding_layers=False,
+        )
+        return WeightsSnapshot({weights_at: {k: v.contiguous() for k, v in tensors.items()}}, files)
 
     def _gathered_state(self) -> dict[str, torch.Tensor]:
         """The weights `save` writes, gathered whole from the shards (every process calls it;
