@@ -155,14 +155,11 @@ class PersistenceMixin:
         if self._snapshot_files is None:
             self._snapshot_files = _files_of(self._write)
         weights_at, files = self._snapshot_files
-        live = {k: v for k, v in self.model.state_dict().items() if "lora_" in k}
-        tensors = get_peft_model_state_dict(
-            self.model,
-            state_dict={k: v.detach().to("cpu", copy=True) for k, v in live.items()},
-            adapter_name=self._adapter or "default",
-            save_embedding_layers=False,
+        live = get_peft_model_state_dict(  # what save keeps, by peft's rule (live tensors)
+            self.model, adapter_name=self._adapter or "default", save_embedding_layers=False
         )
-        return WeightsSnapshot({weights_at: {k: v.contiguous() for k, v in tensors.items()}}, files)
+        tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in live.items()}
+        return WeightsSnapshot({weights_at: tensors}, files)
 
     def _gathered_state(self) -> dict[str, torch.Tensor]:
         """The weights `save` writes, gathered whole from the shards (every process calls it;
