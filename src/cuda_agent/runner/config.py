@@ -86,7 +86,8 @@ class TrainConfig:
     # start from another run's trained weights (its directory: its final ``adapter/``, else its
     # last checkpoint; or an adapter directory) instead of the fresh LoRA adapter: one warm start
     # trained once, then RL and an SFT-only control both continue it. Read only when the run
-    # starts (a resumed run continues from its own checkpoint); the KL reference stays the base
+    # starts (a resumed run continues from its own checkpoint); weights only (each stage's
+    # optimizer starts afresh, as at any stage's start); the KL reference stays the base
     # model. The LoRA rank must be the same.
     init_from: str = ""
     # warm start (supervised)
