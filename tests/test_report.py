@@ -28,6 +28,7 @@ from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
 from cuda_agent.runner.eval.evaluate import evaluate_tasks
 from cuda_agent.runner.report.terminal import train_table
+from cuda_agent.runner.testing import copy_builtin_tasks
 
 SMALL = [
     "--backend", "cpu", "--warmstart-steps", "1", "--eval-after-warmstart", "yes",
@@ -112,12 +113,8 @@ def run(tmp_path_factory, model) -> tuple[Path, str, str]:
     """A finished run with every stage that writes something, ``--json``: the run directory
     and what the command wrote on stdout and stderr."""
     root = tmp_path_factory.mktemp("report-run")
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for folder, names in (("tasks", ("relu", "silu")), ("heldout", ("tanh", "elu"))):
-        for name in names:
-            shutil.copytree(builtin / name, root / folder / name)
-            if folder == "tasks":  # what the warm start teaches: one short line
-                (root / folder / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
+    copy_builtin_tasks(root / "tasks", ("relu", "silu"))  # the warm start teaches one line
+    copy_builtin_tasks(root / "heldout", ("tanh", "elu"), compact=False)
     out, err = io.StringIO(), io.StringIO()
     argv = ["train", "--model", str(model), "--tasks", str(root / "tasks"), "--eval-tasks",
             str(root / "heldout"), *SMALL, "--out", str(root / "run")]  # fmt: skip

@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner import deadline as deadline_module
 from cuda_agent.runner.cli import _deadline, _parser, _process_start, main
 from cuda_agent.runner.deadline import EX_TEMPFAIL, MARGIN, Deadline, DeadlineStop
+from cuda_agent.runner.testing import copy_builtin_tasks
 
 IMPORTED = time.time()
 SMALL = [
@@ -76,12 +75,8 @@ def setup(tmp_path_factory) -> list[str]:
     """The model and task flags of every run here."""
     root = tmp_path_factory.mktemp("deadline")
     model = save_tiny_model(root / "model")
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for folder, names in (("tasks", ("relu", "silu")), ("heldout", ("tanh",))):
-        for name in names:
-            shutil.copytree(builtin / name, root / folder / name)
-            if folder == "tasks":  # what the warm start teaches: one short line
-                (root / folder / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
+    copy_builtin_tasks(root / "tasks", ("relu", "silu"))  # the warm start teaches one line
+    copy_builtin_tasks(root / "heldout", ("tanh",), compact=False)
     tasks = ["--tasks", str(root / "tasks"), "--eval-tasks", str(root / "heldout")]
     return ["--model", str(model), *tasks, *SMALL]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from cuda_agent.runner import deadline as deadline_module
 from cuda_agent.runner.checkpoint import trained_weights
 from cuda_agent.runner.cli import main
 from cuda_agent.runner.deadline import EX_TEMPFAIL, Deadline
+from cuda_agent.runner.testing import copy_builtin_tasks
 
 ONLY_WARMSTART = [
     "--backend", "cpu", "--rl-warmup-steps", "0", "--rft-tasks", "0", "--value-steps", "0",
@@ -36,12 +36,8 @@ ONLY_WARMSTART = [
 def setup(tmp_path_factory) -> list[str]:
     root = tmp_path_factory.mktemp("init-from")
     model = save_tiny_model(root / "model")
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for folder, names in (("tasks", ("relu", "silu")), ("heldout", ("tanh",))):
-        for name in names:
-            shutil.copytree(builtin / name, root / folder / name)
-            if folder == "tasks":
-                (root / folder / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
+    copy_builtin_tasks(root / "tasks", ("relu", "silu"))  # the warm start teaches one line
+    copy_builtin_tasks(root / "heldout", ("tanh",), compact=False)
     return [
         "--model", str(model), "--tasks", str(root / "tasks"),
         "--eval-tasks", str(root / "heldout"), *ONLY_WARMSTART,

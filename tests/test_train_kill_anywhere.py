@@ -29,12 +29,10 @@ import json
 import math
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ import torch
 from safetensors.torch import load_file
 
 from cuda_agent.policy.testing import save_tiny_model
-from cuda_agent.runner.testing import write_rewarded_episodes
+from cuda_agent.runner.testing import copy_builtin_tasks, write_rewarded_episodes
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -67,15 +65,6 @@ ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 VOLATILE = ("seconds", "tokens_per_s", "evaluations_per_min", "sandbox_windows")
 VOLATILE_SUFFIXES = ("_s", "_time_ms")
 VOLATILE_PREFIXES = ("decode_",)
-
-
-def _copy_tasks(root: Path, names: tuple[str, ...], compact: bool) -> Path:
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for name in names:
-        shutil.copytree(builtin / name, root / name)
-        if compact:  # what the warm start teaches: one short line (the budget stays small)
-            (root / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
-    return root
 
 
 def _start(*args: str) -> subprocess.Popen[bytes]:
@@ -226,8 +215,8 @@ def _optimizers(checkpoint: Path) -> dict[str, Any]:
 
 def test_a_run_killed_at_random_moments_ends_as_the_unkilled_run(tmp_path):
     model = save_tiny_model(tmp_path / "model")
-    tasks = _copy_tasks(tmp_path / "tasks", ("relu", "silu"), compact=True)
-    heldout = _copy_tasks(tmp_path / "heldout", ("tanh", "elu"), compact=False)
+    tasks = copy_builtin_tasks(tmp_path / "tasks", ("relu", "silu"), compact=True)
+    heldout = copy_builtin_tasks(tmp_path / "heldout", ("tanh", "elu"), compact=False)
     common = ["--model", str(model), "--backend", "cpu", "--tasks", str(tasks)]
     common += ["--eval-tasks", str(heldout), *SMALL]
 

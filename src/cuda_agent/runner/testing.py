@@ -4,12 +4,29 @@
 episodes: one rewarded (kept: rft fine-tunes on it) and one malformed (dropped; the value
 stage fits both). A random tiny model earns no reward, so nothing it collects itself would be
 kept, and the stages after collection would have nothing to train on.
+
+``copy_builtin_tasks(folder, names)`` copies built-in tasks into a task directory, each taught
+by the warm start as one short line (its compact CPU solution ``ModelNew = Model``), so that a
+run's answer budget stays small.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from importlib import resources
 from pathlib import Path
+
+
+def copy_builtin_tasks(folder: Path, names: tuple[str, ...], compact: bool = True) -> Path:
+    """Copy the built-in tasks ``names`` into ``folder`` and return it; with ``compact`` each
+    gets ``ModelNew = Model`` as its compact CPU solution (what the warm start teaches)."""
+    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
+    for name in names:
+        shutil.copytree(builtin / name, folder / name)
+        if compact:
+            (folder / name / "solution_cpu_compact.py").write_text("ModelNew = Model\n")
+    return folder
 
 
 def write_rewarded_episodes(run: Path) -> Path:
