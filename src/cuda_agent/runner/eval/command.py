@@ -16,6 +16,7 @@ from typing import Any, get_args
 
 from cuda_agent.kernel_sandbox import Task, TaskError
 
+from ..checkpoint import trained_weights
 from ..config import Backend
 
 
@@ -60,14 +61,6 @@ def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
     return load_set("+".join("builtin" if p == "all" else p for p in parts), kernelbench)
 
 
-def adapter_dir(spec: str) -> Path:
-    """The directory of the adapter ``--adapter`` names (a run directory: its ``adapter/``, or
-    its last checkpoint's when it has not finished)."""
-    from ..checkpoint import trained_weights
-
-    return trained_weights(spec)
-
-
 def load_policy(options: EvalOptions) -> tuple[Any, str]:
     """The policy to evaluate and its name."""
     if options.endpoint:
@@ -84,7 +77,8 @@ def load_policy(options: EvalOptions) -> tuple[Any, str]:
     from cuda_agent.policy import DEFAULT_MODEL, Policy, PolicyConfig
 
     settings: dict[str, Any] = {"model": DEFAULT_MODEL}
-    where = adapter_dir(options.adapter) if options.adapter else None
+    # --adapter: a run directory (its adapter/, or its last checkpoint's) or an adapter's
+    where = trained_weights(options.adapter) if options.adapter else None
     if where is not None and (where / "policy_config.json").is_file():
         saved = json.loads((where / "policy_config.json").read_text())
         known = {f.name for f in fields(PolicyConfig)}
