@@ -33,6 +33,7 @@ ALLOWED = {
         "write_text",
     ): "`cuda-agent compare --out`: a command's output, never read",
     ("solve.py", "write_text"): "`cuda-agent solve`'s output, never read back",
+    ("testing.py", "write_text"): "tests' fixture tasks, written before any run starts",
 }
 WRITES = {"write_text", "write_bytes", "savefig", "save", "open"}
 
