@@ -1,8 +1,35 @@
-"""Repository-wide pytest setup: GPU tests are skipped where torch sees no CUDA device."""
+"""Repository-wide pytest setup: GPU tests are skipped where torch sees no CUDA device, and the
+session has one cache of its own.
+
+The cache (``$CUDA_AGENT_CACHE``: built extensions, converted models, measured baselines) is a
+fresh directory per test process unless ``CUDA_AGENT_CACHE`` is set already: what one test
+builds (the documented example extensions, the embedded model's float32 copy) the others load,
+and no test reads what an earlier run or a user's own runs left in ``~/.cache/cuda-agent``.
+Tests that need an empty cache point ``CUDA_AGENT_CACHE`` at their own directory.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
+
+_OWN_CACHE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("CUDA_AGENT_CACHE"):
+        _OWN_CACHE.append(tempfile.mkdtemp(prefix="cuda-agent-test-cache-"))
+        os.environ["CUDA_AGENT_CACHE"] = _OWN_CACHE[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _OWN_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
+        if os.environ.get("CUDA_AGENT_CACHE") == path:
+            del os.environ["CUDA_AGENT_CACHE"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -157,12 +157,13 @@ from torch import nn
 from torch.utils.cpp_extension import load_inline
 
 source = """
-#include <torch/extension.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/csrc/utils/pybind.h>  // the two headers used: a quicker build than torch/extension.h
 
 // The loop runs to the element count of the visible problem (64 x 4096), hard-coded: past the
 // end of both tensors on fewer elements, the tail unwritten on more.
-torch::Tensor relu_unbounded(torch::Tensor x) {
-    auto out = torch::empty_like(x);
+at::Tensor relu_unbounded(at::Tensor x) {
+    auto out = at::empty_like(x);
     const float* in = x.data_ptr<float>();
     float* o = out.data_ptr<float>();
     const int64_t n = 262144;
@@ -171,8 +172,8 @@ torch::Tensor relu_unbounded(torch::Tensor x) {
 }
 
 // The same count as a bound: right on every size up to the visible one.
-torch::Tensor relu_bounded(torch::Tensor x) {
-    auto out = torch::empty_like(x);
+at::Tensor relu_bounded(at::Tensor x) {
+    auto out = at::empty_like(x);
     const float* in = x.data_ptr<float>();
     float* o = out.data_ptr<float>();
     const int64_t n = 262144;
@@ -182,8 +183,8 @@ torch::Tensor relu_bounded(torch::Tensor x) {
 
 // Sixteen elements at a time with no tail: past the end of the output unless 16 divides the
 // element count (it does on the visible problem).
-torch::Tensor relu_blocks(torch::Tensor x) {
-    auto out = torch::empty_like(x);
+at::Tensor relu_blocks(at::Tensor x) {
+    auto out = at::empty_like(x);
     const float* in = x.data_ptr<float>();
     float* o = out.data_ptr<float>();
     for (int64_t i = 0; i < x.numel(); i += 16)
@@ -196,6 +197,8 @@ ext = load_inline(
     cpp_sources=source,
     functions=["relu_unbounded", "relu_bounded", "relu_blocks"],
     extra_cflags=["-O1"],
+    no_implicit_headers=True,
+    with_pytorch_error_handling=False,
 )
 
 
