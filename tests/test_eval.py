@@ -9,7 +9,6 @@ import json
 import re
 import socket
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from cuda_agent.policy import Sample
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
 from cuda_agent.runner.eval.evaluate import ROWS_FILE, EvaluationError, evaluate_tasks
+from cuda_agent.runner.testing import run_cli
 
 TASKS = {t.name: t for t in builtin_tasks()}
 RELU, SILU, ADD_MUL = TASKS["relu"], TASKS["silu"], TASKS["add_mul"]
@@ -215,8 +215,7 @@ def test_an_openai_compatible_endpoint(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "cuda_agent.runner.cli", "eval", "--quiet", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=HANG_S, check=False)
+    return run_cli(["eval", "--quiet", *args], timeout=HANG_S)  # a process of its own
 
 
 def test_a_missing_task_directory_exits_2_with_one_line(tmp_path: Path) -> None:

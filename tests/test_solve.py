@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from cuda_agent.policy.testing import save_tiny_model
+from cuda_agent.runner.testing import run_cli
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -41,8 +41,7 @@ def get_init_inputs():
 
 
 def _solve(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "cuda_agent.runner.cli", "solve", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=HANG_S, check=False)
+    return run_cli(["solve", *args], timeout=HANG_S)  # a process of its own
 
 
 def test_solve_writes_the_episode_and_shows_each_turn(tmp_path: Path) -> None:

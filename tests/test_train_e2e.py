@@ -1,8 +1,10 @@
 """`cuda-agent train` end to end: stages, metrics, adapter, and resuming a killed run.
 
-Runs the real command in a subprocess with a tiny random model (built from a config and saved
-to disk, so the real loading path is used) and the real sandbox on the CPU backend. One slow
-test runs the embedded default model.
+Runs the real command in a process of its own with a tiny random model (built from a config and
+saved to disk, so the real loading path is used) and the real sandbox on the CPU backend. The
+processes are forked from one that imported the trainer once (``runner.testing.run_cli``), but
+for the slow test of the embedded default model: it starts ``python -m cuda_agent.runner``, as a
+user does.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.policy.testing import save_tiny_model
-from cuda_agent.runner.testing import write_rewarded_episodes
+from cuda_agent.runner.testing import run_cli, write_rewarded_episodes
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -103,6 +105,11 @@ def heldout_tasks(tmp_path_factory) -> Path:
 
 
 def _train(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess[str]:
+    return run_cli(["train", *args], timeout=timeout)
+
+
+def _train_from_python(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m cuda_agent.runner train ARGS``: the command's entry point itself."""
     return subprocess.run(
         [sys.executable, "-m", "cuda_agent.runner", "train", *args],
         capture_output=True,
@@ -403,7 +410,7 @@ def test_default_model_runs_every_stage_and_learns_answers_that_fit(
     # on the CPU: after a short warm start the greedy answers on the training tasks are complete
     # (none cut by the budget) and parse.
     run = tmp_path / "run"
-    proc = _train(
+    proc = _train_from_python(
         "--out",
         str(run),
         "--backend",

@@ -30,8 +30,6 @@ import math
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,13 @@ import torch
 from safetensors.torch import load_file
 
 from cuda_agent.policy.testing import save_tiny_model
-from cuda_agent.runner.testing import copy_builtin_tasks, write_rewarded_episodes
+from cuda_agent.runner.testing import (
+    CliProcess,
+    copy_builtin_tasks,
+    run_cli,
+    start_cli,
+    write_rewarded_episodes,
+)
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -67,19 +71,12 @@ VOLATILE_SUFFIXES = ("_s", "_time_ms")
 VOLATILE_PREFIXES = ("decode_",)
 
 
-def _start(*args: str) -> subprocess.Popen[bytes]:
-    """The command in its own process group; its error output in a file (a pipe nobody reads
-    while it runs could fill and stall it)."""
+def _start(*args: str) -> CliProcess:
+    """The command in its own process group (forked from a process that imported the trainer
+    once: ``runner.testing.start_cli``); its error output in a file."""
     log = Path(args[args.index("--out") + 1] if "--out" in args else args[1]) / "stderr.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.runner", "train", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-            env=ONE_THREAD,
-        )
+    return start_cli(["train", *args], stdout=Path(os.devnull), stderr=log, env=ONE_THREAD)
 
 
 def _errors(run: Path) -> str:
@@ -135,7 +132,7 @@ def _kill_in_phase(run: Path, args: list[str], phase: int, delay: float) -> bool
         time.sleep(0.02)
     time.sleep(delay)
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()  # SIGKILL to its process group
     proc.wait(timeout=60)
     if proc.returncode == 0:
         return False
@@ -245,14 +242,7 @@ def test_a_run_killed_at_random_moments_ends_as_the_unkilled_run(tmp_path):
         if _kill_in_phase(run, args, phase, fraction * phases[phase]):
             done = _committed(run)
             hit.append(expected[done]["stage"] if done < len(expected) else "finish")
-    resumed = subprocess.run(
-        [sys.executable, "-m", "cuda_agent.runner", "train", "--resume", str(run), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=HANG_S,
-        check=False,
-        env=ONE_THREAD,
-    )
+    resumed = run_cli(["train", "--resume", str(run), "--quiet"], env=ONE_THREAD, timeout=HANG_S)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     # The kills: enough, and over every stage, every evaluation and the end.
