@@ -25,6 +25,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["CUDA_AGENT_CACHE"] = _OWN_CACHE[0]
 
 
+@pytest.fixture(scope="session")
+def session_cache() -> str:
+    """The session's ``$CUDA_AGENT_CACHE`` (for a test inside a module that set its own)."""
+    return _OWN_CACHE[0] if _OWN_CACHE else os.environ["CUDA_AGENT_CACHE"]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for path in _OWN_CACHE:
         shutil.rmtree(path, ignore_errors=True)

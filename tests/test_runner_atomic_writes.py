@@ -34,6 +34,7 @@ ALLOWED = {
     ): "`cuda-agent compare --out`: a command's output, never read",
     ("solve.py", "write_text"): "`cuda-agent solve`'s output, never read back",
     ("testing.py", "write_text"): "tests' fixture tasks, written before any run starts",
+    ("testing.py", "open"): "a forked test command's standard streams (run_cli), not a run's file",
 }
 WRITES = {"write_text", "write_bytes", "savefig", "save", "open"}
 

@@ -406,9 +406,9 @@ def test_training_and_heldout_sets_never_meet(tmp_path, tiny_model_dir, short_ta
 def test_default_model_runs_every_stage_and_learns_answers_that_fit(
     tmp_path, short_tasks, heldout_tasks
 ):
-    # All five stages with the embedded model, briefly. What would have caught the H200 defect
-    # on the CPU: after a short warm start the greedy answers on the training tasks are complete
-    # (none cut by the budget) and parse.
+    # The cpu-default preset's stages with the embedded model, briefly. What would have caught
+    # the H200 defect on the CPU: after a short warm start the greedy answers on the training
+    # tasks are complete (none cut by the budget) and parse.
     run = tmp_path / "run"
     proc = _train_from_python(
         "--out",
@@ -425,8 +425,8 @@ def test_default_model_runs_every_stage_and_learns_answers_that_fit(
         "8",
         "--warmstart-batch",
         "2",
-        "--rl-warmup-steps",
-        "1",
+        "--rl-warmup-steps",  # as the cpu-default preset: here a single-turn RL step would
+        "0",  # be the rl stage's again (the warm-up stage is the tiny-model tests')
         "--rft-tasks",
         "1",
         "--rft-samples",
@@ -465,6 +465,7 @@ def test_default_model_runs_every_stage_and_learns_answers_that_fit(
     assert summary["model"] == "smollm2-135m-gguf"
     stages = {r["stage"] for r in _records(run)}
     not_asked = {"heldout_before", "train_before", "heldout_warmstart", "train_warmstart"}
+    not_asked.add("rl_warmup")
     assert stages == set(STAGES) - not_asked
     rows = (run / "eval" / "train_after" / "eval_tasks.jsonl").read_text().splitlines()
     statuses = {json.loads(r)["task"]: json.loads(r)["status"] for r in rows}

@@ -125,9 +125,10 @@ def test_compiler_errors_are_trimmed_to_file_line_and_message(relu, tmp_path, mo
         assert sandbox.evaluate(relu, CANDIDATE).status == "ok"
 
 
-def test_documented_cpu_examples_pass(relu):
+def test_documented_cpu_examples_pass(relu, session_cache, monkeypatch):
     # In the session's cache (conftest.py), not the module's: other modules evaluate the same
     # examples and load what this built, or build what this loads.
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(session_cache))
     with Sandbox(_config()) as sandbox:
         inline = sandbox.evaluate(relu, EXAMPLES / "load_inline_cpu.py")
         workdir = sandbox.evaluate(relu, EXAMPLES / "workdir_cpu")  # a work directory path
@@ -163,7 +164,8 @@ def test_candidates_sharing_an_extension_name_each_run_their_own(relu, cache):
         "return out;\n}\n",
         'return out;\n}\nPYBIND11_MODULE(relu_ext, m) { m.def("relu_cpu", &relu_cpu); }\n',
     )  # a binding that spells the module name
-    files = read_candidate(EXAMPLES / "workdir_cpu")
+    # the documented work directory with lighter headers (workdir_light: a quicker build)
+    files = read_candidate(Path(__file__).parent / "workdir_light")
     assert isinstance(files, dict)
     zero_files = {k: _zero_out(v) for k, v in files.items()}
     assert zero_files != files
