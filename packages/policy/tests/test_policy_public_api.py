@@ -52,6 +52,7 @@ POLICY_MEMBERS: dict[str, list[str] | None] = {
     "save": ["self", "path"],
     "shard": ["self"],
     "sharded": None,
+    "snapshots_weights": None,
     "token_logprobs": [
         "self",
         "prompt_ids",

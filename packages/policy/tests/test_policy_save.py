@@ -73,8 +73,11 @@ def test_a_snapshot_writes_the_weights_as_they_were_when_taken(
         torch.testing.assert_close(fresh.token_logprobs(prompts[:2], RESPONSES).logprobs, expected)
         moved = policy.token_logprobs(prompts[:2], RESPONSES).logprobs
     assert not torch.allclose(moved, expected)
+    assert policy.snapshots_weights
+    full = make_policy(lora_rank=0)
+    assert not full.snapshots_weights
     with pytest.raises(ValueError, match="LoRA"):
-        make_policy(lora_rank=0).weights_snapshot()
+        full.weights_snapshot()
 
 
 def test_load_adapter_names_the_mismatch(make_policy: Any, tmp_path: Path) -> None:

@@ -199,11 +199,9 @@ class Run:
             self.state.rl_steps_done = step + 1
         self._count_step_time()
         if D.is_main():
-            # from copies taken now, written while the next step runs; with a critic or a
-            # sharded policy (no snapshot of theirs) written here and now
-            background = (
-                self.value is None and not self.policy.sharded and self.config.lora_rank > 0
-            )
+            # from copies taken now, written while the next step runs; with a critic, or a
+            # policy that takes no snapshot (sharded, or no LoRA), written here and now
+            background = self.value is None and self.policy.snapshots_weights
             write = self._checkpoint_write(name, background)
             if background:
                 self.writer.submit(write)

@@ -16,7 +16,9 @@ server that has imported the trainer once (``multiprocessing``'s forkserver): a 
 in a fraction of a second instead of the 4 s its imports take on two cores. The server is
 started, with the environment of that moment, by the first call; each command gets the
 environment it is given (``os.environ`` by default). ``OMP_NUM_THREADS`` in it sets torch's
-thread count, which a process reads at start-up.
+thread count, which a process reads at start-up; other settings that a library reads when it is
+imported (``HF_HOME``, say) are the server's. A test of the entry point itself starts
+``python -m cuda_agent.runner``.
 """
 
 from __future__ import annotations

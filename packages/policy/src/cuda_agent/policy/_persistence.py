@@ -116,6 +116,11 @@ class PersistenceMixin:
     _sharded_root: ShardedRoot | None
     _snapshot_files: tuple[str, dict[str, bytes]] | None = None  # weights_snapshot's
 
+    @property
+    def snapshots_weights(self) -> bool:
+        """Whether `weights_snapshot` can be taken: a LoRA policy that is not sharded."""
+        return self._sharded_root is None and isinstance(self.model, PeftModel)
+
     def _refuse_if_sharded(self, what: str) -> None:
         if self._sharded_root is not None:
             raise RuntimeError(f"{what} is not supported on a sharded policy; do it before shard()")
