@@ -23,19 +23,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
 import pytest
 import torch
 
 from cuda_agent.policy.testing import save_tiny_model
-from cuda_agent.runner.testing import write_rewarded_episodes
+from cuda_agent.runner.testing import copy_builtin_tasks, write_rewarded_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 1800  # a guard against a hung child, not a time limit (a busy 2-core machine)
@@ -77,14 +75,10 @@ COMPARED = (
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("dp-inputs")
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for folder, names in (("tasks", SHORT_TASKS), ("heldout", HELDOUT_TASKS)):
-        for name in names:
-            shutil.copytree(builtin / name, root / folder / name)
     return {
         "model": save_tiny_model(root / "model"),
-        "tasks": root / "tasks",
-        "heldout": root / "heldout",
+        "tasks": copy_builtin_tasks(root / "tasks", SHORT_TASKS, compact=False),
+        "heldout": copy_builtin_tasks(root / "heldout", HELDOUT_TASKS, compact=False),
     }
 
 

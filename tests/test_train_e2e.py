@@ -10,16 +10,14 @@ user does.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from cuda_agent.policy.testing import save_tiny_model
-from cuda_agent.runner.testing import run_cli, write_rewarded_episodes
+from cuda_agent.runner.testing import copy_builtin_tasks, run_cli, write_rewarded_episodes
 
 # A guard against a hung child process, not a time limit: on a busy 2-core machine a small
 # run takes many minutes.
@@ -88,20 +86,12 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def short_tasks(tmp_path_factory) -> Path:
     """Two built-in task directories (task and reference solutions) copied into one folder."""
-    root = tmp_path_factory.mktemp("tasks")
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for name in SHORT_TASKS:
-        shutil.copytree(builtin / name, root / name)
-    return root
+    return copy_builtin_tasks(tmp_path_factory.mktemp("tasks"), SHORT_TASKS, compact=False)
 
 
 @pytest.fixture(scope="module")
 def heldout_tasks(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("heldout")
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for name in HELDOUT_TASKS:
-        shutil.copytree(builtin / name, root / name)
-    return root
+    return copy_builtin_tasks(tmp_path_factory.mktemp("heldout"), HELDOUT_TASKS, compact=False)
 
 
 def _train(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess[str]:

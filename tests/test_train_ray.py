@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.config import TrainConfig
+from cuda_agent.runner.testing import copy_builtin_tasks
 from cuda_agent.runner.train import train
 
 ray = pytest.importorskip("ray")
@@ -69,10 +68,8 @@ def test_ray_rollouts_are_the_trainers_policy_on_its_current_weights(cluster, mo
 
 
 def test_the_trainer_runs_rl_steps_with_ray_rollouts(cluster, model_dir, tmp_path):
-    builtin = Path(str(resources.files("cuda_agent.kernel_sandbox") / "builtin"))
-    for name in ("relu", "silu"):
-        shutil.copytree(builtin / name, tmp_path / "tasks" / name)
-    shutil.copytree(builtin / "tanh", tmp_path / "heldout" / "tanh")
+    copy_builtin_tasks(tmp_path / "tasks", ("relu", "silu"), compact=False)
+    copy_builtin_tasks(tmp_path / "heldout", ("tanh",), compact=False)
     run = tmp_path / "run"
     config = TrainConfig(
         out=str(run),

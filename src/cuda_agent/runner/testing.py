@@ -105,8 +105,6 @@ def _cli_child(args: list[str], env: dict[str, str], cwd: str, out: str, err: st
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stdin = open(os.devnull)  # noqa: SIM115
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threads = env.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         import torch
