@@ -211,6 +211,6 @@ def test_a_two_process_run_killed_mid_run_resumes_under_two(
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     records = _records(run)
     assert [r["stage"] for r in records] == STAGES, "no step lost or repeated"
-    assert len(_state(run)["sessions"]) == 2
+    assert [s["processes"] for s in _state(run)["sessions"]] == [2, 2]
     # and the same run as the uninterrupted one: nothing redone differently
     _check_same_run(two_process_run, run)

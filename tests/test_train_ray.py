@@ -1,10 +1,14 @@
 """Rollouts on Ray, on a local cluster started here (real actors, the CPU backend, a tiny model):
-the actors' episodes are the trainer's own policy's, and the trainer runs RL steps with them."""
+the actors' episodes are the trainer's own policy's, the trainer runs RL steps with them, and
+under torchrun two processes with Ray rollouts make the one-process run."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,18 +20,20 @@ from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.config import TrainConfig
 from cuda_agent.runner.testing import copy_builtin_tasks
-from cuda_agent.runner.train import train
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 TASKS = {t.name: t for t in builtin_tasks()}
+ROOT = Path(__file__).resolve().parents[1]
+HANG_S = 1800  # a guard against a hung child, not a time limit (a busy 2-core machine)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    # One CPU for the sandbox's slot actor and one for each of two rollout actors.
-    ray.init(num_cpus=3, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    # One CPU for each process's sandbox slot actor (two processes at most) and one for each
+    # of two rollout actors.
+    ray.init(num_cpus=4, num_gpus=0, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -67,38 +73,100 @@ def test_ray_rollouts_are_the_trainers_policy_on_its_current_weights(cluster, mo
             rollouts.close()
 
 
-def test_the_trainer_runs_rl_steps_with_ray_rollouts(cluster, model_dir, tmp_path):
-    copy_builtin_tasks(tmp_path / "tasks", ("relu", "silu"), compact=False)
-    copy_builtin_tasks(tmp_path / "heldout", ("tanh",), compact=False)
-    run = tmp_path / "run"
-    config = TrainConfig(
-        out=str(run),
-        model=str(model_dir),
-        backend="cpu",
-        device="cpu",
-        tasks=str(tmp_path / "tasks"),
-        eval_tasks=str(tmp_path / "heldout"),
-        eval_train=False,
-        warmstart_steps=1,
-        rl_warmup_steps=0,
-        rft_tasks=0,
-        value_steps=0,
-        steps=2,
-        turns=2,
-        tasks_per_step=2,
-        group_size=2,
-        advantage="grpo",
-        ray_address="auto",
-        ray_sandbox_workers=1,
-        ray_rollout_workers=2,
-    )
-    summary = train(config, log=lambda _m: None, progress=False)
-    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    rl = [r for r in records if r["stage"] == "rl"]
+def _train(world: int, run: Path, inputs: dict[str, Path]) -> None:
+    """``cuda-agent train`` with Ray rollouts on the module's cluster ("auto"), in ``world``
+    processes (torchrun's, gloo) or, for 1, without a launcher."""
+    args = ["-m", "cuda_agent.runner", "train", "--out", str(run), *_flags(inputs)]
+    if world > 1:
+        args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world),
+                *args]  # fmt: skip
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=HANG_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def _flags(inputs: dict[str, Path]) -> list[str]:
+    return ["--model", str(inputs["model"]), "--backend", "cpu", "--device", "cpu",
+            "--tasks", str(inputs["tasks"]), "--eval-tasks", str(inputs["heldout"]),
+            "--eval-train", "false", "--warmstart-steps", "1", "--rl-warmup-steps", "0",
+            "--rft-tasks", "0", "--value-steps", "0",
+            "--steps", "2", "--turns", "2", "--tasks-per-step", "2", "--group-size", "2",
+            "--micro-batch", "1", "--advantage", "grpo",
+            "--ray-address", "auto", "--ray-sandbox-workers", "1", "--ray-rollout-workers", "2",
+            "--quiet"]  # fmt: skip
+
+
+def _records(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, model_dir) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("ray-inputs")
+    return {
+        "model": model_dir,
+        "tasks": copy_builtin_tasks(root / "tasks", ("relu", "silu"), compact=False),
+        "heldout": copy_builtin_tasks(root / "heldout", ("tanh", "elu"), compact=False),
+    }
+
+
+@pytest.fixture(scope="module")
+def one_process_run(cluster, inputs, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("ray-one") / "run"
+    _train(1, run, inputs)
+    return run
+
+
+def test_the_trainer_runs_rl_steps_with_ray_rollouts(one_process_run):
+    run = one_process_run
+    rl = [r for r in _records(run) if r["stage"] == "rl"]
     assert [r["step"] for r in rl] == [0, 1]
     assert all(r["turns_per_episode"] >= 1 and r["tokens"] > 0 for r in rl)
     assert all(r["updates"] + r["skipped_updates"] == 1 for r in rl), "each step updated"
+    summary = json.loads((run / "summary.json").read_text())
     assert summary["heldout_pass_rate_after"] is not None  # evaluated on the Ray sandbox
+
+
+# What the one-process and the two-process runs must agree on, record by record.
+COMPARED = ("mean_reward", "pass_rate", "mean_response_tokens", "turns_per_episode", "nll",
+            "tokens", "grad_norm", "trained_tokens", "kl", "entropy", "updates",
+            "skipped_updates", "rows", "tasks", "statuses", "verdicts")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_processes_with_ray_rollouts_make_the_one_process_run(
+    cluster, inputs, one_process_run, tmp_path
+):
+    """Under torchrun, rank 0 collects every process's episodes on the rollout actors (its
+    weights are every process's: the policy is replicated) and each process updates on its
+    part; each process judges its evaluation tasks on its own Ray sandbox. So two processes
+    make the run one process makes: the same episodes (the same actors, seeds and weights),
+    the same updates within float tolerance, rank 0 alone writing."""
+    two = tmp_path / "two"
+    _train(2, two, inputs)
+    for run, processes in ((one_process_run, 1), (two, 2)):
+        state = json.loads((run / "state.json").read_text())
+        assert [s["processes"] for s in state["sessions"]] == [processes]
+    first, second = _records(one_process_run), _records(two)
+    assert [r["stage"] for r in first] == [r["stage"] for r in second]
+    assert [r["stage"] for r in second].count("rl") == 2
+    for a, b in zip(first, second, strict=True):
+        for key in COMPARED:
+            assert (key in a) == (key in b), f"{a['stage']}.{key}"
+            if isinstance(a.get(key), float):
+                assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), f"{a['stage']}.{key}"
+            elif key in a:
+                assert a[key] == b[key], f"{a['stage']}.{key}"
+    from safetensors.torch import load_file
+
+    adapter = "adapter/adapter_model.safetensors"
+    one_weights, two_weights = load_file(one_process_run / adapter), load_file(two / adapter)
+    assert one_weights.keys() == two_weights.keys()
+    for name, tensor in one_weights.items():
+        torch.testing.assert_close(two_weights[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+    evaluated = json.loads((two / "eval" / "heldout_after" / "eval.json").read_text())
+    assert sorted(row["task"] for row in evaluated["per_task"]) == ["elu", "tanh"]
 
 
 def test_ray_settings_without_an_address_are_refused():

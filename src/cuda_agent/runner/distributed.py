@@ -93,8 +93,9 @@ def shutdown() -> None:
 
 
 def check(config: Any) -> None:
-    """Refuse, before any work, a configuration whose steps would leave a process nothing:
-    each step's tasks are split over the processes, a task's episodes staying together."""
+    """Refuse, before any work, a configuration that several processes cannot share: steps
+    that would leave a process nothing (each step's tasks are split over the processes, a
+    task's episodes staying together), or a Ray cluster of its own per process (``local``)."""
     world = launched_world()
     if world <= 1:
         return
@@ -102,6 +103,12 @@ def check(config: Any) -> None:
         raise ValueError(
             f"--tasks-per-step {config.tasks_per_step} is fewer than the {world} processes: "
             "each process collects whole tasks' episodes; give at least one task each"
+        )
+    if config.ray_address == "local":
+        raise ValueError(
+            f"--ray-address local would start a Ray cluster in each of the {world} processes: "
+            "start one (`ray start --head`) and give its address, or 'auto' for the one "
+            "running on this machine"
         )
     if config.rft_tasks and config.rft_steps and config.rft_tasks < world:
         raise ValueError(

@@ -94,7 +94,8 @@ def train(
     if state.metrics_bytes is not None:
         metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    state.sessions.append({"started": now, "seconds": 0.0, "end": ""})
+    # (``processes``: how many the launcher started; a run resumes under as many)
+    state.sessions.append({"started": now, "seconds": 0.0, "end": "", "processes": D.world_size()})
     torch.manual_seed(config.seed)
     log(
         f"run directory: {run_dir}  training tasks: {len(train_tasks)}  held-out tasks: "
