@@ -1,6 +1,7 @@
 """The package is laid out by the process each line runs in (README "Where things are"): the
 parent (the public modules and ``_parent``) never imports what only the workers run
-(``_candidate``, ``_reference``, ``_confinement``, ``_worker``), and no module is too long."""
+(``_candidate``, ``_reference``, ``_confinement``, ``_worker``, and ``_zygote``, which forks
+workers), and no module is too long."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import pytest
 
 PACKAGE = "cuda_agent.kernel_sandbox"
 ROOT = Path(str(resources.files(PACKAGE)))
-WORKER_ONLY = ("_candidate", "_reference", "_confinement", "_worker")
+WORKER_ONLY = ("_candidate", "_reference", "_confinement", "_worker", "_zygote")
 
 
 def _parent_modules() -> list[Path]:
-    top = [p for p in ROOT.glob("*.py") if p.stem != "_worker"]
+    top = [p for p in ROOT.glob("*.py") if p.stem not in ("_worker", "_zygote")]
     return sorted(top + list((ROOT / "_parent").glob("*.py")))
 
 

@@ -115,6 +115,11 @@ class SandboxConfig:
     extra_distributions: tuple[str, ...] = ("heavy_tailed",)
     reverify_speedup: float = 10.0
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
+    # How a worker process is made: "fork" from a zygote that has imported torch (a tenth of a
+    # second), "exec" a fresh interpreter (seconds), "auto" fork on the CPU backend and exec
+    # on CUDA (forked workers are not yet measured on a GPU). Either way it confines itself
+    # the same (``_parent/spawn.py``).
+    worker_start: Literal["auto", "fork", "exec"] = "auto"
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
     # Largest total size of one trial's outputs (they travel to the reference worker).
     max_output_tensor_bytes: int = 16 << 30
@@ -144,6 +149,10 @@ class SandboxConfig:
             )
         if self.compile_workers < -1:
             raise ValueError("compile_workers must be >= 0, or -1 for automatic")
+        if self.worker_start not in ("auto", "fork", "exec"):
+            raise ValueError(
+                f"worker_start must be 'auto', 'fork' or 'exec', not {self.worker_start!r}"
+            )
         for name in ("trials", "max_jobs_per_worker"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from .._shared.compile import cache_root
 from ..config import SandboxConfig
 from .gate import HOLDS, LaneHold
+from .spawn import WorkerProcess, start_process
 
 
 class WorkerDied(Exception):
@@ -55,7 +56,8 @@ class Worker:
         self.cuda_arch = cuda_arch
         self.index = index
         self.role = role
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: WorkerProcess | None = None
+        self.started_by = ""  # "fork" (from the zygote) or "exec" (a fresh interpreter)
         self.jobs_done = 0.0
         self._buffer = b""
         self.network_isolated = False
@@ -119,20 +121,17 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = gpus[self.index % len(gpus)] if gpus else str(self.index)
         return env
 
+    def _forks(self) -> bool:
+        """Whether this worker is forked from the zygote (``SandboxConfig.worker_start``)."""
+        how = self.config.worker_start
+        return how == "fork" or (how == "auto" and self.config.backend == "cpu")
+
     def start(self) -> None:
         # The worker's home (its working and temporary files) is made and removed here: a
         # worker is killed, never asked to exit, so it cannot remove its own.
         self.home = tempfile.mkdtemp(prefix="cuda-agent-worker-")
         env = {**self._env(), "CUDA_AGENT_HOME": self.home}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            pass_fds=self.pass_fds,
-        )
+        self.proc, self.started_by = start_process(env, self.pass_fds, fork=self._forks())
         self._buffer = b""
         self.jobs_done = 0.0
         message = self._read(time.monotonic() + self.config.deadlines.startup, "startup")

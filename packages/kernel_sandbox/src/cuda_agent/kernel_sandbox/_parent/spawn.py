@@ -1,0 +1,248 @@
+"""How a worker process is made (``SandboxConfig.worker_start``).
+
+- ``exec``: a fresh interpreter, ``python -m cuda_agent.kernel_sandbox._worker`` (about 2.5 s
+  on a 2-core machine before it is ready, most of it importing torch).
+- ``fork``: a fork of this process's zygote (``_zygote``: an interpreter that has imported what
+  a worker imports and forks workers from that state; a tenth of a second). The worker then
+  confines itself as a fresh one does. One zygote serves every pool of this process; it is
+  started at the first fork and again if it dies; a process forked from this one makes its own.
+- ``auto``: ``fork`` on the CPU backend; ``exec`` on CUDA (forked workers have not yet been
+  measured on a GPU).
+
+Either way the parent gets a handle with ``subprocess.Popen``'s ``pid``, ``stdin``,
+``stdout``, ``poll()`` and ``wait(timeout)`` (the exit code, minus the signal that killed it).
+Where the zygote cannot serve (it failed to start, or found the CUDA driver loaded), workers
+are started as ``exec`` and the reason is kept in ``fork_unavailable``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, Protocol
+
+_STARTUP_S = 120.0  # the zygote's imports; a guard, not an expectation (2.5 s idle)
+
+
+class WorkerProcess(Protocol):
+    pid: int
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def start_process(
+    env: Mapping[str, str], pass_fds: Sequence[int], fork: bool
+) -> tuple[WorkerProcess, str]:
+    """A worker process with ``env`` and the descriptors ``pass_fds``, forked from the zygote
+    when ``fork`` (and it can), else a fresh interpreter; and how it was made."""
+    if fork:
+        zygote = _zygote()
+        if zygote is not None:
+            try:
+                return zygote.spawn(env, pass_fds), "fork"
+            except ZygoteError as exc:
+                _drop(zygote, str(exc))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=dict(env),
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
+    )
+    return proc, "exec"
+
+
+class ZygoteError(Exception):
+    """The zygote could not start or did not answer."""
+
+
+class ForkedProcess:
+    """A worker forked by the zygote: not this process's child, so its exit code comes from the
+    zygote (which reaps it) on ``status``, a socket of its own."""
+
+    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes], status: socket.socket):
+        self.pid = pid
+        self.stdin: IO[bytes] | None = stdin
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+        self._status = status
+
+    def _collect(self, timeout: float | None) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._status, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                return None
+        data = b""
+        with contextlib.suppress(OSError):
+            data = self._status.recv(4096)
+        try:
+            self.returncode = int(json.loads(data)["exit"])
+        except (ValueError, KeyError, TypeError):
+            # The zygote died before it could reap the worker: say the worker is gone (the
+            # caller kills its group all the same).
+            self.returncode = -9
+        self._status.close()
+        return self.returncode
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._status.close()
+
+    def poll(self) -> int | None:
+        return self._collect(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._collect(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+        return code
+
+
+class Zygote:
+    """This process's zygote: a ``_zygote`` process and the socket only this process holds."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.owner = os.getpid()
+        self.lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cuda_agent.kernel_sandbox._zygote", str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        answer = self._receive(_STARTUP_S)
+        if not answer.get("ready"):
+            self.close()
+            raise ZygoteError(str(answer.get("reason") or "the zygote did not start"))
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.sock, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                raise ZygoteError(f"the zygote did not answer within {timeout:.0f} s")
+        try:
+            data = self.sock.recv(1 << 16)
+            message = json.loads(data) if data else {}
+        except (OSError, ValueError) as exc:
+            raise ZygoteError(f"the zygote broke the protocol: {exc}") from exc
+        if not data:
+            raise ZygoteError("the zygote exited")
+        return message if isinstance(message, dict) else {}
+
+    def spawn(self, env: Mapping[str, str], pass_fds: Sequence[int]) -> ForkedProcess:
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        request = json.dumps(
+            {"env": dict(env), "cwd": os.getcwd(), "pass_fds": list(pass_fds)}
+        ).encode()
+        fds = [stdin_read, stdout_write, status_theirs.fileno(), *pass_fds]
+        try:
+            with self.lock:
+                try:
+                    socket.send_fds(self.sock, [request], fds)
+                except OSError as exc:
+                    raise ZygoteError(f"the zygote is gone: {exc}") from exc
+                answer = self._receive(30.0)
+        except BaseException:
+            for fd in (stdin_write, stdout_read):
+                os.close(fd)
+            status.close()
+            raise
+        finally:
+            for fd in (stdin_read, stdout_write):
+                os.close(fd)
+            status_theirs.close()
+        if "pid" not in answer:
+            for fd in (stdin_write, stdout_read):
+                os.close(fd)
+            status.close()
+            raise ZygoteError(str(answer.get("error") or "the zygote sent no pid"))
+        return ForkedProcess(
+            int(answer["pid"]), os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"), status
+        )
+
+    def close(self) -> None:
+        """Close our end (the zygote then exits) and reap it."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if os.getpid() == self.owner:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_lock = threading.Lock()
+_current: Zygote | None = None
+fork_unavailable = ""  # why workers are not forked in this process ("": they can be)
+
+
+def _zygote() -> Zygote | None:
+    """This process's zygote, started on first use (None where it cannot serve)."""
+    global _current, fork_unavailable
+    with _lock:
+        if fork_unavailable:
+            return None
+        if _current is None or _current.proc.poll() is not None:
+            started = time.monotonic()
+            try:
+                _current = Zygote()
+            except (ZygoteError, OSError) as exc:
+                fork_unavailable = f"{exc} ({time.monotonic() - started:.1f} s)"
+                _current = None
+        return _current
+
+
+def _drop(zygote: Zygote, reason: str) -> None:
+    """A zygote that failed a request is closed; the next fork starts a new one."""
+    global _current
+    with _lock:
+        if _current is zygote:
+            _current = None
+    zygote.close()
+
+
+def _forget_in_child() -> None:
+    """In a process forked from this one: the zygote and its socket are the parent's."""
+    global _current, fork_unavailable
+    if _current is not None:
+        with contextlib.suppress(OSError):
+            _current.sock.close()
+    _current, fork_unavailable = None, ""
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    with _lock:
+        if _current is not None and _current.owner == os.getpid():
+            _current.close()

@@ -1,0 +1,129 @@
+"""How workers are made (``SandboxConfig.worker_start``): forked from the zygote, a worker is
+the process a fresh interpreter would be to the candidate (the same descriptors, environment
+and confinement) and a verdict is the same; a crash still names its signal; a zygote that dies
+is replaced; forking falls back to fresh interpreters where the zygote cannot serve."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import replace
+
+import pytest
+
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.kernel_sandbox._parent import spawn
+from cuda_agent.kernel_sandbox._parent.pool import Worker
+
+RELU = next(t for t in builtin_tasks() if t.name == "relu")
+
+# A candidate that reports what its process looks like, in its error message (the environment
+# as a digest of its names and values: the message is trimmed).
+REPORT = """
+import hashlib, json, os, resource
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        home = os.environ["CUDA_AGENT_HOME"]  # each worker's own: the names alone
+        env = [(k, v if home not in v else "HOME") for k, v in os.environ.items()]
+        seen = {
+            "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
+            "env": hashlib.sha256(repr(sorted(env)).encode()).hexdigest()[:16],
+            "session_leader": os.getsid(0) == os.getpid(),
+            "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+            "fsize": resource.getrlimit(resource.RLIMIT_FSIZE)[1],
+            "threads": torch.get_num_threads(),
+        }
+        raise RuntimeError("REPORT" + json.dumps(seen) + "END")
+"""
+
+SEGFAULT = """
+import os, signal
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return x
+"""
+
+
+def _config(how: str) -> SandboxConfig:
+    return SandboxConfig(backend="cpu", workers=1, trials=1, static_checks=False, worker_start=how)
+
+
+def _workers(sandbox: Sandbox) -> list:
+    return [w for lane in sandbox._lanes.lanes for w in (lane.candidate, lane.reference)]
+
+
+def _report(sandbox: Sandbox) -> dict:
+    result = sandbox.evaluate(RELU, REPORT, measure_time=False)
+    assert result.status == "runtime_error", result.message
+    return json.loads(result.message.split("RuntimeError: REPORT", 1)[1].split("END", 1)[0])
+
+
+def test_a_forked_worker_is_what_a_fresh_interpreter_is_to_the_candidate() -> None:
+    seen, confinement = {}, {}
+    for how in ("exec", "fork"):
+        with Sandbox(_config(how)) as sandbox:
+            assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+            seen[how] = _report(sandbox)
+            workers = _workers(sandbox)
+            assert {w.started_by for w in workers if w.proc is not None} == {how}
+            confinement[how] = [
+                (w.role, w.network_isolated, w.filesystem_confined, w.signals_confined)
+                for w in workers
+            ]
+    assert seen["fork"] == seen["exec"]
+    assert seen["fork"]["session_leader"]
+    assert confinement["fork"] == confinement["exec"]
+
+
+def test_the_cpu_backend_forks_by_default_and_cuda_execs() -> None:
+    with Sandbox(SandboxConfig(backend="cpu", workers=1, trials=1)) as sandbox:
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+        assert {w.started_by for w in _workers(sandbox)} == {"fork"}
+    cuda = SandboxConfig(backend="cuda")  # (not started: no GPU needed to ask)
+    assert not Worker(cuda, 0)._forks()
+    assert Worker(replace(cuda, worker_start="fork"), 0)._forks()
+    assert not Worker(_config("exec"), 0)._forks()
+    with pytest.raises(ValueError, match="worker_start must be 'auto', 'fork' or 'exec'"):
+        SandboxConfig(worker_start="spawn")  # type: ignore[arg-type]
+
+
+def test_a_forked_worker_killed_by_a_signal_says_which() -> None:
+    with Sandbox(_config("fork")) as sandbox:
+        result = sandbox.evaluate(RELU, SEGFAULT, measure_time=False)
+        assert result.status == "runtime_error"
+        assert "SIGSEGV" in result.message, result.message
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+
+
+def test_a_dead_zygote_is_replaced_and_verdicts_go_on() -> None:
+    with Sandbox(_config("fork")) as sandbox:
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+        zygote = spawn._current
+        assert zygote is not None
+        os.kill(zygote.proc.pid, signal.SIGKILL)
+        zygote.proc.wait(timeout=30)
+        for worker in _workers(sandbox):  # the next job needs new workers
+            worker.kill()
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+        assert spawn._current is not None and spawn._current is not zygote
+        assert {w.started_by for w in _workers(sandbox)} == {"fork"}
+
+
+def test_workers_whose_zygote_died_are_found_dead_and_replaced() -> None:
+    with Sandbox(_config("fork")) as sandbox:
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+        zygote = spawn._current
+        assert zygote is not None
+        os.kill(zygote.proc.pid, signal.SIGKILL)  # its workers live on, unreaped by it
+        zygote.proc.wait(timeout=30)
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
