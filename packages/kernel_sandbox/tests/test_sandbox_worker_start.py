@@ -127,3 +127,27 @@ def test_workers_whose_zygote_died_are_found_dead_and_replaced() -> None:
         os.kill(zygote.proc.pid, signal.SIGKILL)  # its workers live on, unreaped by it
         zygote.proc.wait(timeout=30)
         assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+
+
+def test_a_process_forked_from_this_one_forks_from_a_zygote_of_its_own() -> None:
+    with Sandbox(_config("fork")) as sandbox:
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+    ours = spawn._current
+    assert ours is not None
+    pid = os.fork()
+    if pid == 0:  # the child: a sandbox of its own, its workers forked by its own zygote
+        code = 1
+        try:
+            with Sandbox(_config("fork")) as sandbox:
+                judged = sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False)
+                forked = {w.started_by for w in _workers(sandbox)} == {"fork"}
+            theirs = spawn._current
+            own = theirs is not None and theirs.proc.pid != ours.proc.pid
+            code = 0 if judged.correct and forked and own else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert spawn._current is ours and ours.proc.poll() is None  # ours is untouched
+    with Sandbox(_config("fork")) as sandbox:
+        assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct

@@ -230,12 +230,13 @@ def _drop(zygote: Zygote, reason: str) -> None:
 
 
 def _forget_in_child() -> None:
-    """In a process forked from this one: the zygote and its socket are the parent's."""
-    global _current, fork_unavailable
+    """In a process forked from this one: the zygote and its socket are the parent's (and the
+    lock may have been held by a thread the fork did not copy)."""
+    global _current, fork_unavailable, _lock
     if _current is not None:
         with contextlib.suppress(OSError):
             _current.sock.close()
-    _current, fork_unavailable = None, ""
+    _current, fork_unavailable, _lock = None, "", threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
