@@ -85,7 +85,8 @@ def test_a_forked_worker_is_what_a_fresh_interpreter_is_to_the_candidate() -> No
     assert confinement["fork"] == confinement["exec"]
 
 
-def test_the_cpu_backend_forks_by_default_and_cuda_execs() -> None:
+def test_the_cpu_backend_forks_by_default_and_cuda_execs(monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_AGENT_WORKER_START", raising=False)
     with Sandbox(SandboxConfig(backend="cpu", workers=1, trials=1)) as sandbox:
         assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
         assert {w.started_by for w in _workers(sandbox)} == {"fork"}
@@ -93,6 +94,11 @@ def test_the_cpu_backend_forks_by_default_and_cuda_execs() -> None:
     assert not Worker(cuda, 0)._forks()
     assert Worker(replace(cuda, worker_start="fork"), 0)._forks()
     assert not Worker(_config("exec"), 0)._forks()
+    monkeypatch.setenv("CUDA_AGENT_WORKER_START", "fork")  # chooses for "auto" pools only
+    assert Worker(cuda, 0)._forks() and not Worker(_config("exec"), 0)._forks()
+    monkeypatch.setenv("CUDA_AGENT_WORKER_START", "spawn")
+    with pytest.raises(ValueError, match=r"\$CUDA_AGENT_WORKER_START must be 'auto', 'fork'"):
+        SandboxConfig()
     with pytest.raises(ValueError, match="worker_start must be 'auto', 'fork' or 'exec'"):
         SandboxConfig(worker_start="spawn")  # type: ignore[arg-type]
 

@@ -117,8 +117,8 @@ class SandboxConfig:
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     # How a worker process is made: "fork" from a zygote that has imported torch (a tenth of a
     # second), "exec" a fresh interpreter (seconds), "auto" fork on the CPU backend and exec
-    # on CUDA (forked workers are not yet measured on a GPU). Either way it confines itself
-    # the same (``_parent/spawn.py``).
+    # on CUDA (forked workers are not yet measured on a GPU), unless $CUDA_AGENT_WORKER_START
+    # says "fork" or "exec". Either way it confines itself the same (``_parent/spawn.py``).
     worker_start: Literal["auto", "fork", "exec"] = "auto"
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
     # Largest total size of one trial's outputs (they travel to the reference worker).
@@ -152,6 +152,11 @@ class SandboxConfig:
         if self.worker_start not in ("auto", "fork", "exec"):
             raise ValueError(
                 f"worker_start must be 'auto', 'fork' or 'exec', not {self.worker_start!r}"
+            )
+        chosen = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
+        if self.worker_start == "auto" and chosen not in ("auto", "fork", "exec"):
+            raise ValueError(
+                f"$CUDA_AGENT_WORKER_START must be 'auto', 'fork' or 'exec', not {chosen!r}"
             )
         for name in ("trials", "max_jobs_per_worker"):
             if getattr(self, name) < 1:

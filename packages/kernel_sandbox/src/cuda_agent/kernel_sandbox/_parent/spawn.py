@@ -6,8 +6,8 @@
   a worker imports and forks workers from that state; a tenth of a second). The worker then
   confines itself as a fresh one does. One zygote serves every pool of this process; it is
   started at the first fork and again if it dies; a process forked from this one makes its own.
-- ``auto``: ``fork`` on the CPU backend; ``exec`` on CUDA (forked workers have not yet been
-  measured on a GPU).
+- ``auto``: ``$CUDA_AGENT_WORKER_START`` where set ("fork" or "exec"), else ``fork`` on the
+  CPU backend and ``exec`` on CUDA (forked workers have not yet been measured on a GPU).
 
 Either way the parent gets a handle with ``subprocess.Popen``'s ``pid``, ``stdin``,
 ``stdout``, ``poll()`` and ``wait(timeout)`` (the exit code, minus the signal that killed it).
