@@ -123,7 +123,7 @@ class Worker:
 
     def _forks(self) -> bool:
         """Whether this worker is forked from the zygote (``SandboxConfig.worker_start``)."""
-        how = self.config.worker_start
+        how: str = self.config.worker_start
         if how == "auto":  # (the environment may choose: to try forked workers on a GPU)
             how = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
         return how == "fork" or (how == "auto" and self.config.backend == "cpu")
