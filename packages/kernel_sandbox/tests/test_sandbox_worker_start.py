@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -157,3 +159,39 @@ def test_a_process_forked_from_this_one_forks_from_a_zygote_of_its_own() -> None
     assert spawn._current is ours and ours.proc.poll() is None  # ours is untouched
     with Sandbox(_config("fork")) as sandbox:
         assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
+
+
+LINGER = """
+import json, os, time
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.kernel_sandbox._parent import spawn
+
+spawn.LINGER_S = 0.5
+relu = next(t for t in builtin_tasks() if t.name == "relu")
+config = SandboxConfig(backend="cpu", workers=1, trials=1, worker_start="fork")
+pids = []
+for _ in range(2):  # a second pool at once: the same zygote
+    with Sandbox(config) as sandbox:
+        assert sandbox.evaluate(relu, relu.solutions["cpu"], measure_time=False).correct
+    zygote = spawn._current
+    pids.append(zygote.proc.pid if zygote else None)
+time.sleep(5)
+print(json.dumps({"same": pids[0] is not None and pids == pids[:1] * 2,
+                  "closed": spawn._current is None,
+                  "exited": zygote.proc.poll() is not None}))
+"""
+
+
+def test_the_zygote_is_closed_soon_after_the_last_forked_worker_ends(tmp_path) -> None:
+    """A program that closes its pools leaves no zygote behind for long (the test session
+    itself holds its zygote: ``conftest.py``), and pools opened one after another share it."""
+    script = tmp_path / "linger.py"
+    script.write_text(LINGER)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "same": True,
+        "closed": True,
+        "exited": True,
+    }

@@ -232,6 +232,9 @@ def main() -> None:
     # torch.compile's inductor builds in a pool of one process per CPU by default: with one
     # worker per pair of CPUs that is CPUs^2 / 2 compilers at once. Give it the worker's share.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(threads))
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:  # read before this environment was ours (a forked worker)
+        inductor.compile_threads = int(os.environ["TORCHINDUCTOR_COMPILE_THREADS"])  # type: ignore[attr-defined]
     isolated = os.environ.get("CUDA_AGENT_ISOLATE_NETWORK") == "1" and limits.isolate_network()
     # Candidate and compile workers run candidate code; the reference worker runs only trusted
     # task code (and torch.compile, whose precompiled headers exceed the output cap), so none

@@ -5,7 +5,8 @@
 - ``fork``: a fork of this process's zygote (``_zygote``: an interpreter that has imported what
   a worker imports and forks workers from that state; a tenth of a second). The worker then
   confines itself as a fresh one does. One zygote serves every pool of this process; it is
-  started at the first fork and again if it dies; a process forked from this one makes its own.
+  started at the first fork and again if it dies, and closed ``LINGER_S`` seconds after the
+  last forked worker ends (``hold()`` keeps it); a process forked from this one makes its own.
 - ``auto``: ``$CUDA_AGENT_WORKER_START`` where set ("fork" or "exec"), else ``fork`` on the
   CPU backend and ``exec`` on CUDA (forked workers have not yet been measured on a GPU).
 
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol
 
 _STARTUP_S = 120.0  # the zygote's imports; a guard, not an expectation (2.5 s idle)
@@ -48,13 +49,14 @@ def start_process(
 ) -> tuple[WorkerProcess, str]:
     """A worker process with ``env`` and the descriptors ``pass_fds``, forked from the zygote
     when ``fork`` (and it can), else a fresh interpreter; and how it was made."""
-    if fork:
+    for _attempt in range(2 if fork else 0):  # (a zygote closed as we asked: a new one)
         zygote = _zygote()
-        if zygote is not None:
-            try:
-                return zygote.spawn(env, pass_fds), "fork"
-            except ZygoteError as exc:
-                _drop(zygote, str(exc))
+        if zygote is None:
+            break
+        try:
+            return zygote.spawn(env, pass_fds), "fork"
+        except ZygoteError:
+            _drop(zygote)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
         stdin=subprocess.PIPE,
@@ -99,6 +101,7 @@ class ForkedProcess:
             # caller kills its group all the same).
             self.returncode = -9
         self._status.close()
+        _ended()
         return self.returncode
 
     def __del__(self) -> None:
@@ -183,6 +186,7 @@ class Zygote:
                 os.close(fd)
             status.close()
             raise ZygoteError(str(answer.get("error") or "the zygote sent no pid"))
+        _started()
         return ForkedProcess(
             int(answer["pid"]), os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"), status
         )
@@ -202,6 +206,69 @@ class Zygote:
 _lock = threading.Lock()
 _current: Zygote | None = None
 fork_unavailable = ""  # why workers are not forked in this process ("": they can be)
+# The zygote lives while forked workers do (``_live``) or something holds it (``hold``), and
+# LINGER_S seconds more, so that pools opened one after another share it and a closed pool
+# leaves no process behind for long.
+LINGER_S = 5.0
+_live = 0
+_holds = 0
+_timer: threading.Timer | None = None
+
+
+def _started() -> None:
+    global _live
+    with _lock:
+        _live += 1
+        _cancel_timer()
+
+
+def _ended() -> None:
+    global _live
+    with _lock:
+        _live = max(0, _live - 1)
+        _linger()
+
+
+def _cancel_timer() -> None:
+    global _timer
+    if _timer is not None:
+        _timer.cancel()
+        _timer = None
+
+
+def _linger() -> None:
+    """(Under ``_lock``.) Close the zygote in LINGER_S seconds if it is still idle then."""
+    global _timer
+    _cancel_timer()
+    if _current is not None and _live == 0 and _holds == 0:
+        _timer = threading.Timer(LINGER_S, _close_if_idle, args=(_current,))
+        _timer.daemon = True
+        _timer.start()
+
+
+def _close_if_idle(zygote: Zygote) -> None:
+    global _current
+    with _lock:
+        if _current is not zygote or _live or _holds:
+            return
+        _current = None
+    zygote.close()
+
+
+@contextlib.contextmanager
+def hold() -> Iterator[None]:
+    """Keep this process's zygote (once started) while inside, whether or not workers live:
+    for a process that opens pools now and then (a test session)."""
+    global _holds
+    with _lock:
+        _holds += 1
+        _cancel_timer()
+    try:
+        yield
+    finally:
+        with _lock:
+            _holds -= 1
+            _linger()
 
 
 def _zygote() -> Zygote | None:
@@ -210,6 +277,7 @@ def _zygote() -> Zygote | None:
     with _lock:
         if fork_unavailable:
             return None
+        _cancel_timer()  # (a worker is about to be forked)
         if _current is None or _current.proc.poll() is not None:
             started = time.monotonic()
             try:
@@ -220,7 +288,7 @@ def _zygote() -> Zygote | None:
         return _current
 
 
-def _drop(zygote: Zygote, reason: str) -> None:
+def _drop(zygote: Zygote) -> None:
     """A zygote that failed a request is closed; the next fork starts a new one."""
     global _current
     with _lock:
@@ -232,11 +300,12 @@ def _drop(zygote: Zygote, reason: str) -> None:
 def _forget_in_child() -> None:
     """In a process forked from this one: the zygote and its socket are the parent's (and the
     lock may have been held by a thread the fork did not copy)."""
-    global _current, fork_unavailable, _lock
+    global _current, fork_unavailable, _lock, _live, _holds, _timer
     if _current is not None:
         with contextlib.suppress(OSError):
             _current.sock.close()
     _current, fork_unavailable, _lock = None, "", threading.Lock()
+    _live, _holds, _timer = 0, 0, None
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
