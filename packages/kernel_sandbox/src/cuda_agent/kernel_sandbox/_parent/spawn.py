@@ -161,9 +161,11 @@ class Zygote:
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
         status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        request = json.dumps(
-            {"env": dict(env), "cwd": os.getcwd(), "pass_fds": list(pass_fds)}
-        ).encode()
+        try:
+            cwd = os.getcwd()
+        except OSError:  # removed under us: the worker starts in "/" (it works in its home)
+            cwd = "/"
+        request = json.dumps({"env": dict(env), "cwd": cwd, "pass_fds": list(pass_fds)}).encode()
         fds = [stdin_read, stdout_write, status_theirs.fileno(), *pass_fds]
         try:
             with self.lock:
