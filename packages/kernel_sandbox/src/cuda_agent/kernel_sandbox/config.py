@@ -115,8 +115,8 @@ class SandboxConfig:
     extra_distributions: tuple[str, ...] = ("heavy_tailed",)
     reverify_speedup: float = 10.0
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
-    # How a worker process is made: "fork" from a zygote that has imported torch (a tenth of a
-    # second), "exec" a fresh interpreter (seconds), "auto" fork on the CPU backend and exec
+    # How a worker process is made: "fork" from a zygote that has imported torch (0.02 s on
+    # 2 cores), "exec" a fresh interpreter (2.2 s there), "auto" fork on the CPU backend and exec
     # on CUDA (forked workers are not yet measured on a GPU), unless $CUDA_AGENT_WORKER_START
     # says "fork" or "exec". Either way it confines itself the same (``_parent/spawn.py``).
     worker_start: Literal["auto", "fork", "exec"] = "auto"

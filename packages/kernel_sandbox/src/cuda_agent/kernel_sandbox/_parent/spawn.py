@@ -1,9 +1,9 @@
 """How a worker process is made (``SandboxConfig.worker_start``).
 
-- ``exec``: a fresh interpreter, ``python -m cuda_agent.kernel_sandbox._worker`` (about 2.5 s
-  on a 2-core machine before it is ready, most of it importing torch).
+- ``exec``: a fresh interpreter, ``python -m cuda_agent.kernel_sandbox._worker`` (2.2 s on a
+  2-core machine before it is ready, most of it importing torch and ``torch._dynamo``).
 - ``fork``: a fork of this process's zygote (``_zygote``: an interpreter that has imported what
-  a worker imports and forks workers from that state; a tenth of a second). The worker then
+  a worker imports and forks workers from that state; 0.02 s there). The worker then
   confines itself as a fresh one does. One zygote serves every pool of this process; it is
   started at the first fork and again if it dies, and closed ``LINGER_S`` seconds after the
   last forked worker ends (``hold()`` keeps it); a process forked from this one makes its own.
@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol
 
-_STARTUP_S = 120.0  # the zygote's imports; a guard, not an expectation (2.5 s idle)
+_STARTUP_S = 120.0  # the zygote's imports; a guard, not an expectation (2.4 s on 2 idle cores)
 
 
 class WorkerProcess(Protocol):
