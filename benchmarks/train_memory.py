@@ -217,7 +217,7 @@ def in_process_run(train_args: list[str]) -> dict[str, Any]:
     parts.wrap(rft, "run", lambda *a, **k: "rft")
     parts.wrap(value, "run", lambda *a, **k: "value")
     parts.wrap(rl, "run", lambda ctx, stage: stage)
-    parts.wrap(rl, "collect", lambda *a, **k: f"{parts.current.split(' | ')[0]}: collect")
+    parts.wrap(rl, "collect_split", lambda *a, **k: f"{parts.current.split(' | ')[0]}: collect")
     parts.wrap(rl, "update", lambda *a, **k: f"{parts.current.split(' | ')[0]}: update")
     started = time.monotonic()
     code = cli.main(["train", *train_args])
