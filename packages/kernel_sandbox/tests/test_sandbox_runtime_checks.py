@@ -152,6 +152,34 @@ def test_candidates_cannot_signal_or_trace_other_processes(unchecked, relu):
     assert result.status == "ok", result.message
 
 
+def test_candidates_cannot_have_another_process_signalled_through_a_descriptor(unchecked, relu):
+    # With O_ASYNC, a descriptor's owner gets SIGIO (or F_SETSIG's signal) when it is ready:
+    # a kill without kill(). Naming an owner alone (no O_ASYNC here) signals nothing, so the
+    # probes are harmless; the candidate computes honestly only when every one was refused.
+    probe = _candidate(
+        "r, w = os.pipe()\n"
+        "pair = socket.socketpair()\n"
+        "attempts = [\n"
+        "    lambda t: fcntl.fcntl(r, fcntl.F_SETOWN, t),\n"
+        "    lambda t: fcntl.fcntl(r, 10, 0),\n"  # F_SETSIG
+        "    lambda t: fcntl.fcntl(r, 15, struct.pack('ii', 1, t)),\n"  # F_SETOWN_EX, a pid
+        "    lambda t: fcntl.ioctl(pair[0], 0x8901, struct.pack('i', t)),\n"  # FIOSETOWN
+        "    lambda t: fcntl.ioctl(pair[0], 0x8902, struct.pack('i', t)),\n"  # SIOCSPGRP
+        "]\n"
+        "for attempt in attempts:\n"
+        "    try:\n"
+        "        attempt(os.getppid())\n"
+        "        return x\n"  # allowed: a wrong answer says so
+        "    except PermissionError:\n"
+        "        pass\n" + HONEST,
+        "import fcntl, os, socket, struct\n",
+    )
+    result = unchecked.evaluate(relu, probe)
+    if not result.extra.get("signals_confined"):
+        pytest.skip("no seccomp on this host")
+    assert result.status == "ok", result.message
+
+
 def test_candidates_cannot_write_outside_their_directory(unchecked, relu, tmp_path):
     target = tmp_path / "planted.txt"
     writer = _candidate(f"open({str(target)!r}, 'w').write('x')\n" + HONEST)

@@ -15,7 +15,8 @@ imported; each request is a JSON object (``env``, ``cwd``) with descriptors atta
 worker's stdin and stdout, a status socket, then the descriptors the worker inherits), and is
 answered ``{"pid": N}`` once forked. When a child exits, its exit code (``subprocess``'s
 convention: minus the signal that killed it) is written on its status socket as a JSON line,
-which is then closed. When the parent's end closes, the zygote exits (its children, which read
+which is then closed (what is left in the child's process group is killed first). When the
+parent's end closes, the zygote exits (its children, which read
 their stdin from the parent, see it close too and exit).
 """
 
@@ -103,14 +104,20 @@ def _fork(request: dict[str, Any], fds: list[int], sock: socket.socket) -> int:
 
 
 def _reap(status: dict[int, int]) -> None:
-    """Collect every exited child and tell its status socket how it ended."""
+    """Collect every exited child and tell its status socket how it ended. Before a child is
+    reaped (while its pid cannot be anyone else's), whatever is left in its process group
+    (what the candidate started) is killed: the parent, told the worker is gone, does not."""
     while True:
         try:
-            pid, how = os.waitpid(-1, os.WNOHANG)
+            seen = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if seen is None or not seen.si_pid:
             return
+        pid = seen.si_pid
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        _, how = os.waitpid(pid, 0)
         fd = status.pop(pid, None)
         if fd is not None:
             with contextlib.suppress(OSError):

@@ -8,7 +8,10 @@ everything it starts). It refuses, with ``EPERM``:
   unless aimed at the worker's main thread; ``tgkill`` unless within the worker;
   ``pidfd_send_signal`` always;
 - ``ptrace``, ``process_vm_readv`` and ``process_vm_writev``: reading or writing another
-  process's memory (the reference worker's expected outputs) or taking control of it.
+  process's memory (the reference worker's expected outputs) or taking control of it;
+- ``fcntl``'s ``F_SETOWN``, ``F_SETSIG`` and ``F_SETOWN_EX`` and ``ioctl``'s ``FIOSETOWN`` and
+  ``SIOCSPGRP``: naming a process to be signalled when a descriptor is ready (with
+  ``O_ASYNC``, a signal to any process of the same user without ``kill``).
 
 It needs no privileges (``PR_SET_NO_NEW_PRIVS``). On an architecture it does not know (only
 x86-64 and AArch64 are described) or a kernel without seccomp it installs nothing and says so.
@@ -22,7 +25,7 @@ import platform
 import struct
 
 # struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6];
-_NR, _ARCH, _ARG0 = 0, 4, 16
+_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _SYSCALLS = {
     "x86_64": {
@@ -33,6 +36,8 @@ _SYSCALLS = {
         "process_vm_readv": 310,
         "process_vm_writev": 311,
         "pidfd_send_signal": 424,
+        "fcntl": 72,
+        "ioctl": 16,
     },
     "aarch64": {
         "kill": 129,
@@ -42,8 +47,15 @@ _SYSCALLS = {
         "process_vm_readv": 270,
         "process_vm_writev": 271,
         "pidfd_send_signal": 424,
+        "fcntl": 25,
+        "ioctl": 29,
     },
 }
+# Asking the kernel to signal another process when a descriptor is ready: fcntl's F_SETOWN,
+# F_SETSIG and F_SETOWN_EX, ioctl's FIOSETOWN and SIOCSPGRP (with O_ASYNC, SIGIO or the chosen
+# signal goes to the owner: a kill by another road).
+_FCNTL_OWNER = (8, 10, 15)
+_IOCTL_OWNER = (0x8901, 0x8902)
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
 _RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
@@ -54,33 +66,56 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
 
 
 def _program(machine: str, pid: int) -> list[bytes]:
+    """The filter, written with labels (``("label", name)``; ``("jeq", k, name)`` jumps to
+    ``name`` when the loaded word equals ``k``, else goes on) and assembled below."""
     nr = _SYSCALLS[machine]
-    # Jumps are relative to the next instruction. Layout:
-    #    0 load arch;  1 unknown arch -> 10 (allow);  2 load the syscall number
-    #    3-6 ptrace, process_vm_readv/writev, pidfd_send_signal -> 15 (deny)
-    #    7-9 kill, tkill, tgkill -> 11;  10 allow
-    #   11 load the first argument (pid, tid or tgid; its low 32 bits are the pid_t)
-    #   12-14 0 (own group), -pid (own group by id), pid (itself) -> 16 (allow);  15 deny
-    deny, allow_end = 15, 16
-    prog = [
-        _insn(_BPF_LD_W_ABS, 0, 0, _ARCH),  # 0
-        _insn(_BPF_JEQ_K, 0, 10 - 2, _AUDIT_ARCH[machine]),  # 1: else -> 10 (allow)
-        _insn(_BPF_LD_W_ABS, 0, 0, _NR),  # 2
+    code: list[tuple] = [
+        ("load", _ARCH),
+        ("jne", _AUDIT_ARCH[machine], "allow"),  # an architecture we do not describe
+        ("load", _NR),
+        *[("jeq", nr[n], "deny") for n in ("ptrace", "process_vm_readv", "process_vm_writev")],
+        ("jeq", nr["pidfd_send_signal"], "deny"),
+        *[("jeq", nr[n], "signal") for n in ("kill", "tkill", "tgkill")],
+        ("jeq", nr["fcntl"], "fcntl"),
+        ("jeq", nr["ioctl"], "ioctl"),
+        ("ret", _RET_ALLOW),
+        ("label", "signal"),
+        ("load", _ARG0),  # pid, tid or tgid (its low 32 bits are the pid_t)
+        ("jeq", 0, "allow"),  # its own process group
+        ("jeq", -pid, "allow"),  # its own group by id (it leads it)
+        ("jeq", pid, "allow"),  # itself
+        ("ret", _RET_EPERM),
+        ("label", "fcntl"),
+        ("load", _ARG1),  # the command
+        *[("jeq", cmd, "deny") for cmd in _FCNTL_OWNER],
+        ("ret", _RET_ALLOW),
+        ("label", "ioctl"),
+        ("load", _ARG1),  # the request
+        *[("jeq", req, "deny") for req in _IOCTL_OWNER],
+        ("ret", _RET_ALLOW),
+        ("label", "deny"),
+        ("ret", _RET_EPERM),
+        ("label", "allow"),
+        ("ret", _RET_ALLOW),
     ]
-    for i, name in enumerate(("ptrace", "process_vm_readv", "process_vm_writev")):
-        at = 3 + i
-        prog.append(_insn(_BPF_JEQ_K, deny - at - 1, 0, nr[name]))
-    prog.append(_insn(_BPF_JEQ_K, deny - 6 - 1, 0, nr["pidfd_send_signal"]))  # 6
-    prog.append(_insn(_BPF_JEQ_K, 11 - 7 - 1, 0, nr["kill"]))  # 7 -> 11
-    prog.append(_insn(_BPF_JEQ_K, 11 - 8 - 1, 0, nr["tkill"]))  # 8 -> 11
-    prog.append(_insn(_BPF_JEQ_K, 11 - 9 - 1, 0, nr["tgkill"]))  # 9 -> 11
-    prog.append(_insn(_BPF_RET_K, 0, 0, _RET_ALLOW))  # 10
-    prog.append(_insn(_BPF_LD_W_ABS, 0, 0, _ARG0))  # 11: pid / tid / tgid (low 32 bits)
-    prog.append(_insn(_BPF_JEQ_K, allow_end - 12 - 1, 0, 0))  # 12: own process group
-    prog.append(_insn(_BPF_JEQ_K, allow_end - 13 - 1, 0, -pid))  # 13: -pgid (leader = pid)
-    prog.append(_insn(_BPF_JEQ_K, allow_end - 14 - 1, 0, pid))  # 14: itself
-    prog.append(_insn(_BPF_RET_K, 0, 0, _RET_EPERM))  # 15 deny
-    prog.append(_insn(_BPF_RET_K, 0, 0, _RET_ALLOW))  # 16 allow
+    at: dict[str, int] = {}
+    for item in code:
+        if item[0] == "label":
+            at[item[1]] = sum(1 for i in code[: code.index(item)] if i[0] != "label")
+    prog: list[bytes] = []
+    for item in code:
+        kind = item[0]
+        if kind == "label":
+            continue
+        here = len(prog)
+        if kind == "load":
+            prog.append(_insn(_BPF_LD_W_ABS, 0, 0, item[1]))
+        elif kind == "ret":
+            prog.append(_insn(_BPF_RET_K, 0, 0, item[1]))
+        else:  # jeq / jne: jumps are relative to the next instruction
+            offset = at[item[2]] - here - 1
+            jt, jf = (offset, 0) if kind == "jeq" else (0, offset)
+            prog.append(_insn(_BPF_JEQ_K, jt, jf, item[1]))
     return prog
 
 

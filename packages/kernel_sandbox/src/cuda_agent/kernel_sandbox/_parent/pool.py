@@ -22,7 +22,7 @@ from typing import Any, Literal
 from .._shared.compile import cache_root
 from ..config import SandboxConfig
 from .gate import HOLDS, LaneHold
-from .spawn import WorkerProcess, start_process
+from .spawn import LOST, ForkedProcess, WorkerProcess, start_process
 
 
 class WorkerDied(Exception):
@@ -150,8 +150,11 @@ class Worker:
     def kill(self) -> None:
         """Kill the worker's whole process group, reap it and remove its home."""
         if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            # (a forked worker known to be gone was reaped, its group killed, by the zygote:
+            # its pid may be another's now)
+            if not (isinstance(self.proc, ForkedProcess) and self.proc.poll() is not None):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
             for stream in (self.proc.stdin, self.proc.stdout):
@@ -245,9 +248,14 @@ class Worker:
                     raise WorkerDied(f"the {phase} phase exceeded its deadline", timed_out=True)
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    code = self.proc.wait(timeout=10)
+                    try:
+                        code: int | None = self.proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:  # its output closed, itself still there
+                        code = None
                     self.kill()  # what it left running, and its home
-                    raise WorkerDied(_describe_exit(code))
+                    raise WorkerDied(
+                        _describe_exit(code) if code is not None else "the worker closed its output"
+                    )
                 self._buffer += chunk
                 if len(self._buffer) > 16 << 20:
                     self.kill()
@@ -265,6 +273,8 @@ class Worker:
 
 
 def _describe_exit(code: int) -> str:
+    if code == LOST:
+        return "the worker's zygote died first: how the worker ended is not known"
     if code < 0:
         try:
             name = signal.Signals(-code).name

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol
 
+LOST = 1000  # the exit code of a worker whose zygote died first: not known
 _STARTUP_S = 120.0  # the zygote's imports; a guard, not an expectation (2.4 s on 2 idle cores)
 
 
@@ -49,14 +50,18 @@ def start_process(
 ) -> tuple[WorkerProcess, str]:
     """A worker process with ``env`` and the descriptors ``pass_fds``, forked from the zygote
     when ``fork`` (and it can), else a fresh interpreter; and how it was made."""
-    for _attempt in range(2 if fork else 0):  # (a zygote closed as we asked: a new one)
-        zygote = _zygote()
+    for _attempt in range(2 if fork else 0):  # (a zygote lost as we asked: a new one)
+        zygote = _reserve(env)
         if zygote is None:
             break
         try:
             return zygote.spawn(env, pass_fds), "fork"
+        except ZygoteRefused:
+            break  # it could not fork (out of processes?): so would a fresh start, likely
         except ZygoteError:
             _drop(zygote)
+        finally:
+            _release()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
         stdin=subprocess.PIPE,
@@ -70,7 +75,11 @@ def start_process(
 
 
 class ZygoteError(Exception):
-    """The zygote could not start or did not answer."""
+    """The zygote could not start or did not answer: it is not used again."""
+
+
+class ZygoteRefused(Exception):
+    """The zygote answered that it could not fork this worker (it serves on)."""
 
 
 class ForkedProcess:
@@ -83,6 +92,7 @@ class ForkedProcess:
         self.stdout: IO[bytes] | None = stdout
         self.returncode: int | None = None
         self._status = status
+        self.zygote: Zygote | None = None  # the one that forked it
 
     def _collect(self, timeout: float | None) -> int | None:
         if self.returncode is not None:
@@ -97,9 +107,9 @@ class ForkedProcess:
         try:
             self.returncode = int(json.loads(data)["exit"])
         except (ValueError, KeyError, TypeError):
-            # The zygote died before it could reap the worker: say the worker is gone (the
-            # caller kills its group all the same).
-            self.returncode = -9
+            # The zygote died before it could tell: the worker is taken for gone (the caller
+            # kills its group all the same), its exit unknown.
+            self.returncode = LOST
         self._status.close()
         _ended()
         return self.returncode
@@ -121,7 +131,7 @@ class ForkedProcess:
 class Zygote:
     """This process's zygote: a ``_zygote`` process and the socket only this process holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.owner = os.getpid()
         self.lock = threading.Lock()
@@ -133,12 +143,21 @@ class Zygote:
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+                # a worker's environment: what libraries read as they load (OpenMP's and the
+                # BLAS libraries' thread counts) is then the workers' (``_key``)
+                env=dict(env),
             )
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self.sock = ours
-        answer = self._receive(_STARTUP_S)
+        try:
+            answer = self._receive(_STARTUP_S)
+        except BaseException:
+            self.close()
+            raise
         if not answer.get("ready"):
             self.close()
             raise ZygoteError(str(answer.get("reason") or "the zygote did not start"))
@@ -171,9 +190,15 @@ class Zygote:
             with self.lock:
                 try:
                     socket.send_fds(self.sock, [request], fds)
-                except OSError as exc:
-                    raise ZygoteError(f"the zygote is gone: {exc}") from exc
-                answer = self._receive(30.0)
+                    answer = self._receive(30.0)
+                except BaseException as exc:
+                    # An answer may still come, to be read as the next request's: this zygote
+                    # is not asked again.
+                    with contextlib.suppress(OSError):
+                        self.sock.close()
+                    if isinstance(exc, (OSError, ValueError)):
+                        raise ZygoteError(f"the zygote is gone: {exc}") from exc
+                    raise
         except BaseException:
             for fd in (stdin_write, stdout_read):
                 os.close(fd)
@@ -187,15 +212,19 @@ class Zygote:
             for fd in (stdin_write, stdout_read):
                 os.close(fd)
             status.close()
-            raise ZygoteError(str(answer.get("error") or "the zygote sent no pid"))
+            if "error" in answer:
+                raise ZygoteRefused(str(answer["error"]))
+            raise ZygoteError("the zygote sent no pid")
         _started()
-        return ForkedProcess(
+        forked = ForkedProcess(
             int(answer["pid"]), os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"), status
         )
+        forked.zygote = self
+        return forked
 
     def close(self) -> None:
         """Close our end (the zygote then exits) and reap it."""
-        with contextlib.suppress(OSError):
+        with self.lock, contextlib.suppress(OSError):  # (not while a request is in flight)
             self.sock.close()
         if os.getpid() == self.owner:
             try:
@@ -206,22 +235,36 @@ class Zygote:
 
 
 _lock = threading.Lock()
-_current: Zygote | None = None
+# This process's zygotes, by the environment its libraries read as they load (``_key``): the
+# workers of one pool share one.
+_zygotes: dict[tuple[str, ...], Zygote] = {}
 fork_unavailable = ""  # why workers are not forked in this process ("": they can be)
-# The zygote lives while forked workers do (``_live``) or something holds it (``hold``), and
-# LINGER_S seconds more, so that pools opened one after another share it and a closed pool
-# leaves no process behind for long.
+# Zygotes live while forked workers do (``_live``), a worker is being forked (``_pending``) or
+# something holds them (``hold``), and LINGER_S seconds more, so that pools opened one after
+# another share them and a closed pool leaves no process behind for long.
 LINGER_S = 5.0
 _live = 0
+_pending = 0
 _holds = 0
 _timer: threading.Timer | None = None
+_LOAD_TIME_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                  "GOTO_NUM_THREADS", "PYTHONPATH")  # fmt: skip
+
+
+def _key(env: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(env.get(name, "") for name in _LOAD_TIME_ENV)
+
+
+def zygotes() -> list[Zygote]:
+    """This process's zygotes now."""
+    with _lock:
+        return list(_zygotes.values())
 
 
 def _started() -> None:
     global _live
     with _lock:
         _live += 1
-        _cancel_timer()
 
 
 def _ended() -> None:
@@ -238,28 +281,33 @@ def _cancel_timer() -> None:
         _timer = None
 
 
+def _idle() -> bool:
+    return not (_live or _pending or _holds)
+
+
 def _linger() -> None:
-    """(Under ``_lock``.) Close the zygote in LINGER_S seconds if it is still idle then."""
+    """(Under ``_lock``.) Close the zygotes in LINGER_S seconds if all is still idle then."""
     global _timer
     _cancel_timer()
-    if _current is not None and _live == 0 and _holds == 0:
-        _timer = threading.Timer(LINGER_S, _close_if_idle, args=(_current,))
+    if _zygotes and _idle():
+        _timer = threading.Timer(LINGER_S, _close_if_idle)
         _timer.daemon = True
         _timer.start()
 
 
-def _close_if_idle(zygote: Zygote) -> None:
-    global _current
+def _close_if_idle() -> None:
     with _lock:
-        if _current is not zygote or _live or _holds:
+        if not _idle():
             return
-        _current = None
-    zygote.close()
+        closing = list(_zygotes.values())
+        _zygotes.clear()
+    for zygote in closing:
+        zygote.close()
 
 
 @contextlib.contextmanager
 def hold() -> Iterator[None]:
-    """Keep this process's zygote (once started) while inside, whether or not workers live:
+    """Keep this process's zygotes (once started) while inside, whether or not workers live:
     for a process that opens pools now and then (a test session)."""
     global _holds
     with _lock:
@@ -273,41 +321,54 @@ def hold() -> Iterator[None]:
             _linger()
 
 
-def _zygote() -> Zygote | None:
-    """This process's zygote, started on first use (None where it cannot serve)."""
-    global _current, fork_unavailable
+def _reserve(env: Mapping[str, str]) -> Zygote | None:
+    """The zygote for ``env``'s workers, started on first use (None where none can serve),
+    reserved until ``_release``: it is not closed for idleness meanwhile."""
+    global fork_unavailable, _pending
     with _lock:
         if fork_unavailable:
             return None
-        _cancel_timer()  # (a worker is about to be forked)
-        if _current is None or _current.proc.poll() is not None:
+        _cancel_timer()
+        _pending += 1
+        key = _key(env)
+        zygote = _zygotes.get(key)
+        if zygote is None or zygote.proc.poll() is not None:
             started = time.monotonic()
             try:
-                _current = Zygote()
+                _zygotes[key] = zygote = Zygote(env)
             except (ZygoteError, OSError) as exc:
                 fork_unavailable = f"{exc} ({time.monotonic() - started:.1f} s)"
-                _current = None
-        return _current
+                _zygotes.pop(key, None)
+                zygote = None
+        return zygote
+
+
+def _release() -> None:
+    global _pending
+    with _lock:
+        _pending -= 1
+        _linger()
 
 
 def _drop(zygote: Zygote) -> None:
     """A zygote that failed a request is closed; the next fork starts a new one."""
-    global _current
     with _lock:
-        if _current is zygote:
-            _current = None
+        for key, known in list(_zygotes.items()):
+            if known is zygote:
+                del _zygotes[key]
     zygote.close()
 
 
 def _forget_in_child() -> None:
-    """In a process forked from this one: the zygote and its socket are the parent's (and the
-    lock may have been held by a thread the fork did not copy)."""
-    global _current, fork_unavailable, _lock, _live, _holds, _timer
-    if _current is not None:
+    """In a process forked from this one: the zygotes and their sockets are the parent's (and
+    the lock may have been held by a thread the fork did not copy)."""
+    global fork_unavailable, _lock, _live, _pending, _holds, _timer
+    for zygote in _zygotes.values():
         with contextlib.suppress(OSError):
-            _current.sock.close()
-    _current, fork_unavailable, _lock = None, "", threading.Lock()
-    _live, _holds, _timer = 0, 0, None
+            zygote.sock.close()
+    _zygotes.clear()
+    fork_unavailable, _lock = "", threading.Lock()
+    _live, _pending, _holds, _timer = 0, 0, 0, None
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -316,5 +377,8 @@ os.register_at_fork(after_in_child=_forget_in_child)
 @atexit.register
 def _close_at_exit() -> None:
     with _lock:
-        if _current is not None and _current.owner == os.getpid():
-            _current.close()
+        closing = list(_zygotes.values())
+        _zygotes.clear()
+    for zygote in closing:
+        if zygote.owner == os.getpid():
+            zygote.close()
