@@ -4,9 +4,11 @@
   2-core machine before it is ready, most of it importing torch and ``torch._dynamo``).
 - ``fork``: a fork of this process's zygote (``_zygote``: an interpreter that has imported what
   a worker imports and forks workers from that state; 0.02 s there). The worker then
-  confines itself as a fresh one does. One zygote serves every pool of this process; it is
-  started at the first fork and again if it dies, and closed ``LINGER_S`` seconds after the
-  last forked worker ends (``hold()`` keeps it); a process forked from this one makes its own.
+  confines itself as a fresh one does. A zygote starts with a worker's environment and serves
+  every worker of this process whose environment agrees on what libraries read as they load
+  (OpenMP's and the BLAS libraries' thread counts, ``PYTHONPATH``: ``_key``); it is started
+  at the first such fork and again if it dies, and closed ``LINGER_S`` seconds after the last
+  forked worker ends (``hold()`` keeps it); a process forked from this one makes its own.
 - ``auto``: ``$CUDA_AGENT_WORKER_START`` where set ("fork" or "exec"), else ``fork`` on the
   CPU backend and ``exec`` on CUDA (forked workers have not yet been measured on a GPU).
 
