@@ -1,5 +1,5 @@
-"""`cuda-agent train` as one job over two processes (torchrun, gloo, the CPU), against one
-process on the same global batch and seed (`runner/distributed.py`).
+"""`cuda-agent train` as one job over two processes (torchrun and `accelerate launch`, gloo, the
+CPU), against one process on the same global batch and seed (`runner/distributed.py`).
 
 The small run passes through every stage: held-out evaluation before, a warm-start step, an
 evaluation after it, a single-turn RL warm-up step, rejection fine-tuning (its episodes
@@ -82,10 +82,14 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def _command(world: int, *args: str) -> list[str]:
+def _command(world: int, *args: str, launcher: str = "torchrun") -> list[str]:
     train = ["-m", "cuda_agent.runner", "train", *args]
     if world == 1:  # no launcher: the trainer as it always ran
         return [sys.executable, *train]
+    if launcher == "accelerate":  # (--multi_gpu is accelerate's torchrun: gloo on the CPU)
+        return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                "--num_processes", str(world), "--num_machines", "1", "--mixed_precision", "no",
+                "--dynamo_backend", "no", *train]  # fmt: skip
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", str(world), *train]  # fmt: skip
 
@@ -192,9 +196,12 @@ def _state(run: Path) -> dict:
 def test_a_two_process_run_killed_mid_run_resumes_under_two(
     tmp_path, inputs, two_process_run
 ) -> None:
+    """Under `accelerate launch` (the other run is torchrun's): killed, then resumed under
+    the same launcher, it ends as the uninterrupted run."""
     run = tmp_path / "killed"
     write_rewarded_episodes(run)
-    proc = subprocess.Popen(_command(2, *_args(run, inputs)), cwd=ROOT, env=_env(),
+    command = _command(2, *_args(run, inputs), launcher="accelerate")
+    proc = subprocess.Popen(command, cwd=ROOT, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + HANG_S
@@ -205,8 +212,8 @@ def test_a_two_process_run_killed_mid_run_resumes_under_two(
         time.sleep(0.1)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    resumed = subprocess.run(_command(2, "--resume", str(run), "--quiet"), cwd=ROOT,
-                             env=_env(), capture_output=True, text=True,
+    again = _command(2, "--resume", str(run), "--quiet", launcher="accelerate")
+    resumed = subprocess.run(again, cwd=ROOT, env=_env(), capture_output=True, text=True,
                              timeout=HANG_S)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     records = _records(run)
