@@ -25,7 +25,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import pytest
 import torch
 
 from cuda_agent.policy.testing import save_tiny_model
-from cuda_agent.runner.testing import copy_builtin_tasks, write_rewarded_episodes
+from cuda_agent.runner.testing import copy_builtin_tasks, train_command, write_rewarded_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 1800  # a guard against a hung child, not a time limit (a busy 2-core machine)
@@ -82,18 +81,6 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def _command(world: int, *args: str, launcher: str = "torchrun") -> list[str]:
-    train = ["-m", "cuda_agent.runner", "train", *args]
-    if world == 1:  # no launcher: the trainer as it always ran
-        return [sys.executable, *train]
-    if launcher == "accelerate":  # (--multi_gpu is accelerate's torchrun: gloo on the CPU)
-        return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-                "--num_processes", str(world), "--num_machines", "1", "--mixed_precision", "no",
-                "--dynamo_backend", "no", *train]  # fmt: skip
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(world), *train]  # fmt: skip
-
-
 def _env() -> dict[str, str]:
     return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
 
@@ -106,7 +93,7 @@ def _args(run: Path, inputs: dict[str, Path]) -> list[str]:
 
 def _train(world: int, run: Path, inputs: dict[str, Path]) -> None:
     write_rewarded_episodes(run)
-    done = subprocess.run(_command(world, *_args(run, inputs)), cwd=ROOT, env=_env(),
+    done = subprocess.run(train_command(world, *_args(run, inputs)), cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
 
@@ -200,7 +187,7 @@ def test_a_two_process_run_killed_mid_run_resumes_under_two(
     the same launcher, it ends as the uninterrupted run."""
     run = tmp_path / "killed"
     write_rewarded_episodes(run)
-    command = _command(2, *_args(run, inputs), launcher="accelerate")
+    command = train_command(2, *_args(run, inputs), launcher="accelerate")
     proc = subprocess.Popen(command, cwd=ROOT, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
@@ -212,7 +199,7 @@ def test_a_two_process_run_killed_mid_run_resumes_under_two(
         time.sleep(0.1)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    again = _command(2, "--resume", str(run), "--quiet", launcher="accelerate")
+    again = train_command(2, "--resume", str(run), "--quiet", launcher="accelerate")
     resumed = subprocess.run(again, cwd=ROOT, env=_env(), capture_output=True, text=True,
                              timeout=HANG_S)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-4000:]

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
 from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.config import TrainConfig
-from cuda_agent.runner.testing import copy_builtin_tasks
+from cuda_agent.runner.testing import copy_builtin_tasks, train_command
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -76,13 +75,10 @@ def test_ray_rollouts_are_the_trainers_policy_on_its_current_weights(cluster, mo
 def _train(world: int, run: Path, inputs: dict[str, Path]) -> None:
     """``cuda-agent train`` with Ray rollouts on the module's cluster ("auto"), in ``world``
     processes (torchrun's, gloo) or, for 1, without a launcher."""
-    args = ["-m", "cuda_agent.runner", "train", "--out", str(run), *_flags(inputs)]
-    if world > 1:
-        args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world),
-                *args]  # fmt: skip
+    command = train_command(world, "--out", str(run), *_flags(inputs))
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=HANG_S)  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=HANG_S)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
 
 

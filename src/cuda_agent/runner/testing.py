@@ -85,6 +85,24 @@ def write_rewarded_episodes(run: Path) -> Path:
 
 
 @functools.cache
+def train_command(world: int, *args: str, launcher: str = "torchrun") -> list[str]:
+    """The command line of ``cuda-agent train ARGS`` in ``world`` processes: one process as
+    ``python -m cuda_agent.runner``; several under ``torchrun`` (``torch.distributed.run
+    --standalone``) or ``accelerate`` (``accelerate launch --multi_gpu``, accelerate's torchrun;
+    gloo on the CPU)."""
+    train = ["-m", "cuda_agent.runner", "train", *args]
+    if world == 1:
+        return [sys.executable, *train]
+    if launcher == "accelerate":
+        return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                "--num_processes", str(world), "--num_machines", "1", "--mixed_precision", "no",
+                "--dynamo_backend", "no", *train]  # fmt: skip
+    if launcher != "torchrun":
+        raise ValueError(f"launcher must be 'torchrun' or 'accelerate', not {launcher!r}")
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", str(world), *train]  # fmt: skip
+
+
 def _forkserver() -> Any:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(_PRELOAD))
