@@ -33,9 +33,9 @@ class PolicyConfig:
         projections (q/k/v/o/gate/up/down) when the model has them, else every linear layer
         except the output head.
     seed: seeds the LoRA initialisation and the policy's own sampling stream.
-    kv_cache: how `generate` keeps keys and values: `"auto"` (`"static"` on CUDA, `"dynamic"`
-        elsewhere), `"static"` (the package's own decoding loop over a preallocated cache; on
-        CUDA it is compiled into CUDA graphs, and its cache only grows, so a run compiles for
+    kv_cache: how `generate` keeps keys and values: `"auto"` (`"static"` on every device),
+        `"static"` (the package's own decoding loop over a preallocated cache; on CUDA it is
+        compiled into CUDA graphs, and its cache only grows, so a run compiles for
         its first few shapes and then replays one graph for greedy and sampled calls alike;
         see `_decoding.py`) or `"dynamic"` (transformers' `generate`).
     """
@@ -105,7 +105,10 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 
 def resolve_kv_cache(kv_cache: str, device: torch.device) -> str:
-    """'auto' -> 'static' on CUDA (compiled decoding), 'dynamic' elsewhere."""
+    """'auto' -> 'static' on every device: compiled into CUDA graphs on CUDA; uncompiled on
+    the CPU, where it still beats transformers' `generate` (whose cache grows by concatenation
+    at every step): 12 rows x 576 new tokens of SmolLM2-135M on 2 cores took 157 s against
+    242 s (`cuda-agent eval`, 2026-12-05)."""
     if kv_cache != "auto":
         return kv_cache
-    return "static" if device.type == "cuda" else "dynamic"
+    return "static"
