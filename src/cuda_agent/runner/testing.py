@@ -84,7 +84,6 @@ def write_rewarded_episodes(run: Path) -> Path:
     return path
 
 
-@functools.cache
 def train_command(world: int, *args: str, launcher: str = "torchrun") -> list[str]:
     """The command line of ``cuda-agent train ARGS`` in ``world`` processes: one process as
     ``python -m cuda_agent.runner``; several under ``torchrun`` (``torch.distributed.run
@@ -103,6 +102,7 @@ def train_command(world: int, *args: str, launcher: str = "torchrun") -> list[st
             "--nproc-per-node", str(world), *train]  # fmt: skip
 
 
+@functools.cache
 def _forkserver() -> Any:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(_PRELOAD))
