@@ -179,7 +179,7 @@ def train(
     ctx.prune()  # checkpoints a killed run wrote but never committed
     try:
         with sandbox:
-            baselines.run(ctx, [*train_tasks, *heldout])
+            baselines.run(ctx, baselines.judged(config, train_tasks, evals))
             for name, tasks in evals if config.eval_before else []:
                 display.stage(f"{name}_before", 1)
                 evaluation.run(ctx, f"{name}_before", tasks)
