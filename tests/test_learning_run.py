@@ -6,8 +6,11 @@ lost a call)."""
 from __future__ import annotations
 
 import importlib.util
+import random
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,3 +42,68 @@ def test_each_call_runs_the_trainer_with_its_limit_and_the_estimates(tmp_path):
     assert train_command("resume", run, "/m.gguf", ["--steps", "3"], 300) == [
         *head, "--resume", str(run), "--stop-after", "300",
     ]  # fmt: skip
+
+
+def _run_dir(root: Path) -> Path:
+    run = root / "run"
+    (run / "checkpoints" / "warmstart-3").mkdir(parents=True)
+    (run / "checkpoints" / "warmstart-3" / "adapter.bin").write_bytes(
+        random.Random(0).randbytes(300_000)
+    )
+    (run / "tensorboard").mkdir()
+    (run / "tensorboard" / "events").write_text("x" * 1000)
+    (run / "state.json").write_text('{"stage_steps": {"warmstart": 3}}')
+    (run / "learning_run.json").write_text('{"flags": [], "calls": []}')
+    return run
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_pack_lays_the_run_out_again_without_its_events(tmp_path):
+    m = _load()
+    run = _run_dir(tmp_path)
+    parts = m.pack(run, tmp_path / "out" / "pack", part_bytes=100_000)
+    assert len(parts) > 1 and all(p.stat().st_size <= 100_000 for p in parts)
+    back = tmp_path / "again" / "run"
+    m.unpack(tmp_path / "out" / "pack", back)
+    want = {k: v for k, v in _files(run).items() if not k.startswith("tensorboard")}
+    assert _files(back) == want
+    with pytest.raises(ValueError, match="exists already"):
+        m.unpack(tmp_path / "out" / "pack", back)
+    # a second pack replaces the first's parts
+    (run / "checkpoints" / "warmstart-3" / "adapter.bin").write_bytes(b"small")
+    assert len(m.pack(run, tmp_path / "out" / "pack", part_bytes=100_000)) == 1
+    assert sorted(p.name for p in (tmp_path / "out" / "pack").iterdir()) == ["run.tgz.000"]
+
+
+def test_a_torn_or_gapped_pack_is_refused_and_lays_out_nothing(tmp_path):
+    m = _load()
+    parts = m.pack(_run_dir(tmp_path), tmp_path / "pack", part_bytes=100_000)
+    parts[-1].write_bytes(parts[-1].read_bytes()[:50])  # the copy back cut short
+    with pytest.raises(ValueError, match="torn or incomplete"):
+        m.unpack(tmp_path / "pack", tmp_path / "back")
+    assert not (tmp_path / "back").exists()
+    assert not any(p.name.startswith(".back") for p in tmp_path.iterdir())
+    parts[1].unlink()
+    with pytest.raises(ValueError, match="no complete pack"):
+        m.unpack(tmp_path / "pack", tmp_path / "back")
+
+
+def test_a_call_on_a_fresh_machine_resumes_from_the_pack(tmp_path, capsys):
+    m = _load()
+    run = _run_dir(tmp_path)
+    (run / "summary.json").write_text("{}")  # a finished run: no trainer needed to resume it
+    m.pack(run, tmp_path / "carried")
+    lost = tmp_path / "machine2" / "run"
+    out = tmp_path / "out"
+    assert m.main(["resume", str(out), "--run", str(lost)]) == 1  # gone, and no pack named
+    assert "--from-pack" in capsys.readouterr().out
+    argv = ["resume", str(out), "--run", str(lost), "--from-pack", str(tmp_path / "carried")]
+    assert m.main([*argv, "--pack"]) == 0
+    assert (lost / "checkpoints" / "warmstart-3" / "adapter.bin").is_file()
+    assert [p.name for p in (out / "pack").iterdir()] == ["run.tgz.000"]
+    assert sorted(p.name for p in out.iterdir()) == ["learning_run.json", "pack"]
+    assert m.main(["unpack", str(out / "pack"), "--run", str(tmp_path / "here")]) == 0
+    assert (tmp_path / "here" / "summary.json").is_file()

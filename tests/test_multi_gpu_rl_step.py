@@ -23,9 +23,15 @@ def test_a_sharded_rl_step_runs_over_gloo(tmp_path: Path, world: int) -> None:
     out = tmp_path / "rl.json"
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     cmd = [*launcher, "--nproc-per-node", str(world), str(SCRIPT), str(out), *TINY]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    # PYTHONFAULTHANDLER: a rank that aborts prints every thread's Python stack
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONFAULTHANDLER": "1",
+    }
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[:2000] + "\n...\n" + done.stderr[-2000:]
     report = json.loads(out.read_text())
     for key in ("date", "machine", "torch", "commit", "command", "split_s", "peak_gib_per_rank"):
         assert key in report

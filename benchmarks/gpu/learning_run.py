@@ -18,6 +18,14 @@ call's log ``train_call<N>.log``. The call that finishes the run also copies ``s
 and writes ``train_learning.json`` and ``learning.json`` (``benchmarks/train_report.py``, its
 wall time the trainer's over every call, start-up included). Exit status: 0 the run is
 finished; 75 call again with ``resume``; 1 an error (the log's tail is printed).
+
+``--pack``: a machine can be lost between calls (taken back, or given back after 30 s idle), and
+/tmp with it. With ``--pack`` each call also writes the whole run directory (its last
+checkpoint, state, metrics, evaluations, every call's log; not its TensorBoard events) into
+``OUT_DIR/pack/run.tgz.NNN``, parts of at most 15 MiB (the device returns at most 8 files of
+16 MiB, 64 MiB in all, so the loose figures and logs are not copied then: they are in the pack).
+Carried back in a later call, ``resume OUT_DIR --from-pack PACK_DIR`` lays the run out again
+where it is missing and continues it. Here, ``unpack PACK_DIR --run DIR`` opens a pack.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -113,6 +122,65 @@ def copy_figures(run: Path, out: Path) -> None:
         shutil.copy(path, out / f"eval_{path.parent.name}.json")
 
 
+PART_BYTES = 15 * 2**20  # under the device's 16 MiB a returned file
+PACK_SKIP = ("tensorboard",)  # events the figures repeat
+
+
+def pack(run: Path, dest: Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """The run directory as a gzip tar in ``dest/run.tgz.000``, ``.001``, ... of at most
+    ``part_bytes`` each (earlier parts removed first); returns the parts."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("run.tgz.*"):
+        old.unlink()
+    whole = dest / ".run.tgz.partial"
+    with tarfile.open(whole, "w:gz", compresslevel=1) as tar:
+        for path in sorted(run.iterdir()):
+            if path.name not in PACK_SKIP:
+                tar.add(path, arcname=path.name)
+    parts = []
+    with whole.open("rb") as fh:
+        while chunk := fh.read(part_bytes):
+            part = dest / f"run.tgz.{len(parts):03d}"
+            part.write_bytes(chunk)
+            parts.append(part)
+    whole.unlink()
+    return parts
+
+
+def unpack(src: Path, run: Path) -> None:
+    """A pack's parts, in order, laid out as the run directory ``run`` (which must not exist);
+    a missing or torn part is an error, and nothing is left half laid out."""
+    parts = sorted(src.glob("run.tgz.[0-9][0-9][0-9]"))
+    if not parts or [p.name for p in parts] != [f"run.tgz.{i:03d}" for i in range(len(parts))]:
+        raise ValueError(f"{src}: no complete pack (run.tgz.000, .001, ... in order)")
+    if run.exists():
+        raise ValueError(f"{run} exists already: unpack only where the run is missing")
+    partial = run.with_name(f".{run.name}.unpacking")
+    shutil.rmtree(partial, ignore_errors=True)
+    whole = partial.with_suffix(".tgz")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    with whole.open("wb") as out:
+        for part in parts:
+            out.write(part.read_bytes())
+    try:
+        with tarfile.open(whole, "r:gz") as tar:
+            tar.extractall(partial, filter="data")  # no absolute paths, links out or devices
+    except (tarfile.TarError, EOFError, OSError) as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ValueError(f"{src}: the pack is torn or incomplete ({error})") from error
+    finally:
+        whole.unlink(missing_ok=True)
+    os.replace(partial, run)
+
+
+def _keep(run: Path, out: Path, packed: bool) -> None:
+    """What a call leaves in OUT_DIR: the loose figures, or with ``--pack`` the whole run."""
+    if packed:
+        pack(run, out / "pack")
+    else:
+        copy_figures(run, out)
+
+
 def report(run: Path, out: Path, command: list[str], wall_s: float) -> None:
     """``train_learning.json`` and ``learning.json`` of the finished run, its wall time
     ``wall_s`` (the trainer's, summed over the calls)."""
@@ -154,18 +222,35 @@ def _run(command: list[str], log: Path, timeout: float) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("start", "resume"))
+    parser.add_argument("mode", choices=("start", "resume", "unpack"))
     parser.add_argument("out", type=Path)
     parser.add_argument("--seconds", type=float, default=570.0, help="this call's time")
     parser.add_argument("--margin", type=float, default=60.0, help="left after the trainer")
     parser.add_argument("--run", type=Path, default=Path("/tmp/learning-run"))
     parser.add_argument("--gguf", default="/tmp/smol.gguf")
+    parser.add_argument("--pack", action="store_true", help="the run into OUT_DIR/pack each call")
+    parser.add_argument("--from-pack", type=Path, help="resume: lay the run out from this pack")
     argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)  # train flags follow "--"
     args = parser.parse_args(argv[:cut])
     args.flags = argv[cut + 1 :]
     run, out = args.run, args.out
+    if args.mode == "unpack":  # OUT_DIR is the pack here
+        try:
+            unpack(out, run)
+        except ValueError as error:
+            print(f"learning_run: {error}")
+            return 1
+        print(f"learning_run: {run} unpacked from {out}")
+        return 0
     out.mkdir(parents=True, exist_ok=True)
+    if args.from_pack is not None and args.mode == "resume" and not run.exists():
+        try:
+            unpack(args.from_pack, run)
+        except ValueError as error:
+            print(f"learning_run: {error}")
+            return 1
+        print(f"learning_run: {run} laid out again from {args.from_pack}")
     book = run / "learning_run.json"  # every call's record, kept beside the run
     if args.mode == "start":
         flags = args.flags or DEFAULT_FLAGS
@@ -181,14 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     elif not book.exists():
         print(
             f"learning_run: {run} is gone (the machine was given back, or no call started the "
-            "run): begin again with 'start'"
+            "run): resume it from a pack a call wrote (--from-pack) or begin again with 'start'"
         )
         return 1
     record = _read(book)
     calls: list[dict[str, Any]] = record["calls"]
     if (run / "summary.json").exists():  # finished by an earlier call: the figures again
         print("learning_run: the run is finished")
-        copy_figures(run, out)
+        _keep(run, out, args.pack)
         _write(out / "learning_run.json", {**record, "run": whole_run(run, calls)})
         return 0
     limit = stop_after(args.seconds, args.margin, time.monotonic() - began)
@@ -199,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     command = train_command(args.mode, run, args.gguf, record["flags"], limit)
-    log = out / f"train_call{len(calls) + 1}.log"
+    logs = run / "calls" if args.pack else out  # packed: the logs travel in the pack
+    logs.mkdir(exist_ok=True)
+    log = logs / f"train_call{len(calls) + 1}.log"
     started, at = time.monotonic(), _now()
     code = _run(command, log, args.seconds - KILL_BEFORE_END_S - (started - began))
     said = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("cuda-agent:")]
@@ -217,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     _write(book, record)
-    copy_figures(run, out)
+    _keep(run, out, args.pack)
     figures = {**record, "run": whole_run(run, calls)}
     _write(out / "learning_run.json", figures)
     last = calls[-1]

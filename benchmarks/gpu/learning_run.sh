@@ -17,7 +17,12 @@
 #       CUDA_AGENT_COMMIT=<commit> bash benchmarks/gpu/learning_run.sh resume $OUT
 #
 #   learning_run.sh start|resume OUT_DIR [--seconds S] [--margin M] [--run RUN_DIR]
-#       [--gguf GGUF] [-- train flags...]
+#       [--gguf GGUF] [--pack] [--from-pack PACK_DIR] [-- train flags...]
+#   learning_run.sh unpack PACK_DIR --run RUN_DIR
+# --pack: each call also leaves the whole run in OUT_DIR/pack (parts of 15 MiB), so that a
+# machine lost between calls loses nothing finished: copy the parts into an ignored folder here,
+# carry it in a later call (alone: a run with its checkpoint is about 60 MB) and
+# `resume OUT_DIR --from-pack FOLDER` (as on 2026-12-05, when a machine was taken back mid-run).
 # --seconds: what is left of this call for the script (default 570: a 600 s call less its
 # start and the copy back; give less when the call did other work first, as call 2 above).
 # --margin: seconds kept after the trainer stops, for its exit and the report (default 60).

@@ -101,6 +101,7 @@ def test_redteam_case(case, strict, runtime_only, listener, tmp_path):
         _check(result, case["runtime_status"], case.get("runtime_flags", []), case)
         if "max_speedup" in case:
             assert result.speedup_vs_eager is not None
+            assert result.candidate_time_ms and result.candidate_time_ms > 0, str(result)
             assert result.speedup_vs_eager < case["max_speedup"]
         _still_works(runtime_only)
     assert not (tmp_path / "planted.txt").exists()
