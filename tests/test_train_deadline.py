@@ -31,7 +31,7 @@ from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner import deadline as deadline_module
 from cuda_agent.runner.cli import _deadline, _parser, _process_start, main
 from cuda_agent.runner.deadline import EX_TEMPFAIL, MARGIN, Deadline, DeadlineStop
-from cuda_agent.runner.testing import copy_builtin_tasks
+from cuda_agent.runner.testing import AfterUnits, copy_builtin_tasks
 
 IMPORTED = time.time()
 SMALL = [
@@ -56,18 +56,6 @@ UNITS = [
     "heldout_after",
 ]
 VOLATILE = ("seconds", "tokens_per_s", "evaluations_per_min", "sandbox_windows")
-
-
-class AfterUnits(Deadline):
-    """A deadline that falls once ``n`` units of the invocation are done: the stops fall at
-    known boundaries, however fast the machine is."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(at=math.inf)
-        self.n = n
-
-    def left(self) -> float:
-        return math.inf if self.units < self.n else 0.0
 
 
 @pytest.fixture(scope="module")

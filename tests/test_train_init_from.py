@@ -10,7 +10,6 @@ solutions, one held-out task, greedy evaluation.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner import deadline as deadline_module
 from cuda_agent.runner.checkpoint import trained_weights
 from cuda_agent.runner.cli import main
-from cuda_agent.runner.deadline import EX_TEMPFAIL, Deadline
-from cuda_agent.runner.testing import copy_builtin_tasks
+from cuda_agent.runner.deadline import EX_TEMPFAIL
+from cuda_agent.runner.testing import AfterUnits, copy_builtin_tasks
 
 ONLY_WARMSTART = [
     "--backend", "cpu", "--rl-warmup-steps", "0", "--rft-tasks", "0", "--value-steps", "0",
@@ -97,17 +96,6 @@ def test_training_continues_from_the_given_weights_not_from_fresh_ones(
 def _warmstart_nll(run: Path) -> list[float]:
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     return [r["nll"] for r in records if r["stage"] == "warmstart"]
-
-
-class AfterUnits(Deadline):
-    """A deadline that falls once ``n`` units of the invocation are done."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(at=math.inf)
-        self.n = n
-
-    def left(self) -> float:
-        return math.inf if self.units < self.n else 0.0
 
 
 def test_a_resumed_run_continues_from_its_own_checkpoint(

@@ -94,6 +94,12 @@ class TrainConfig:
     warmstart_steps: int = 24
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 4
+    # the warm start's learning rate over its steps: constant, or a cosine from warmstart_lr
+    # down to warmstart_lr * warmstart_lr_floor at the last step (trainer/schedule.py). On the
+    # H200 (2026-12-05) a constant 3e-3 put a spike in the NLL at step 700 of 1,000 (0.02 ->
+    # 6.8), and the weights a warm start ends on are what RL and its control start from.
+    warmstart_schedule: Literal["constant", "cosine"] = "constant"
+    warmstart_lr_floor: float = 0.1
     # which reference solution the warm start teaches: compact (where a task has one) | primary
     warmstart_solutions: Literal["compact", "primary"] = "compact"
     # shared by the RL stages
@@ -176,6 +182,8 @@ class TrainConfig:
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
                     f"not {getattr(self, name)!r}"
                 )
+        if not 0 <= self.warmstart_lr_floor <= 1:
+            raise ValueError("--warmstart-lr-floor must be in [0, 1] (a fraction of the peak)")
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
         if self.train_budget_s < 0:

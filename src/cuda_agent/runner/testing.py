@@ -9,6 +9,10 @@ kept, and the stages after collection would have nothing to train on.
 by the warm start as one short line (its compact CPU solution ``ModelNew = Model``), so that a
 run's answer budget stays small.
 
+``AfterUnits(n)``: a deadline (``deadline.Deadline``) that falls once ``n`` units of the
+invocation are done, so that a test stops a run at a known boundary however fast the machine is
+(monkeypatch ``cuda_agent.runner.deadline.Deadline`` to return it, and pass ``--stop-after``).
+
 ``run_cli(args)`` and ``start_cli(args)`` run ``cuda-agent ARGS`` as a process of its own, as
 ``subprocess.run`` / ``Popen`` of ``python -m cuda_agent.runner`` would (its own environment,
 working directory, process group, exit status, standard output and error), but forked from a
@@ -27,6 +31,7 @@ import atexit
 import contextlib
 import functools
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -39,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from .deadline import Deadline
 
 # What a command imports before it does anything: imported once, in the fork server.
 _PRELOAD = (
@@ -225,3 +232,14 @@ def run_cli(
             raise
         read = lambda path: path.read_text(errors="replace") if path.exists() else ""  # noqa: E731
         return subprocess.CompletedProcess(["cuda-agent", *args], code, read(out), read(err))
+
+
+class AfterUnits(Deadline):
+    """A deadline that falls once ``n`` units of the invocation are done."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(at=math.inf)
+        self.n = n
+
+    def left(self) -> float:
+        return math.inf if self.units < self.n else 0.0

@@ -6,7 +6,9 @@ and the answer is in exactly the format rollouts parse: one fenced Python block 
 which builds the examples). The loss is
 the token-mean negative log-likelihood of the answers (``loss.sft_loss``). Under several
 processes each step's examples (drawn from the seed, the same on every process) are split
-over them, and the step's NLL is the whole batch's (``update.supervised_step``).
+over them, and the step's NLL is the whole batch's (``update.supervised_step``). The learning
+rate of each step is ``warmstart_schedule``'s (``schedule.scheduled_lr``) over
+``warmstart_steps``; a training budget that ends the stage sooner does not compress it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from .. import distributed as D
 from ..budget import WarmStartExample
 from ..context import Run
+from ..trainer.schedule import scheduled_lr
 from ..trainer.update import supervised_step
 
 STAGE = "warmstart"
@@ -35,6 +38,15 @@ def run(ctx: Run, examples: Sequence[WarmStartExample]) -> None:
         rng = random.Random(config.seed * 7_919 + step)
         batch = rng.sample(list(examples), min(config.warmstart_batch, len(examples)))
         mine = D.share(batch)
+        optimizer.set_lr(
+            scheduled_lr(
+                config.warmstart_schedule,
+                config.warmstart_lr,
+                step,
+                config.warmstart_steps,
+                config.warmstart_lr_floor,
+            )
+        )
         responses = [e.response_ids for e in mine]
         record = supervised_step(
             ctx.policy,

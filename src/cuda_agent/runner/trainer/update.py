@@ -88,7 +88,12 @@ def supervised_step(
         loss_sum += loss.item()
     stats = optimizer.step()
     nll = C.total([loss_sum], here)[0]
-    return {"nll": nll, "tokens": int(total.num_tokens), "grad_norm": stats["grad_norm"]}
+    return {
+        "nll": nll,
+        "tokens": int(total.num_tokens),
+        "grad_norm": stats["grad_norm"],
+        "lr": stats["lr"],  # the optimizer's, as it stepped
+    }
 
 
 def critic_values(critic: ValueModel, batch: EpisodeBatch, micro: int) -> torch.Tensor:

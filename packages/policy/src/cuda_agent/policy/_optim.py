@@ -76,6 +76,13 @@ class PolicyOptimizer:
     def num_processes(self) -> int:
         return int(self.accelerator.num_processes)
 
+    def set_lr(self, lr: float) -> None:
+        """The learning rate of the steps that follow (a schedule sets it before each step)."""
+        if not lr >= 0:
+            raise ValueError(f"need lr >= 0; got {lr}")
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def backward(self, loss: torch.Tensor) -> None:
         """Accumulate the gradients of ``loss`` (call once per micro-batch)."""
         self.accelerator.backward(loss)
