@@ -102,8 +102,9 @@ def test_a_call_on_a_fresh_machine_resumes_from_the_pack(tmp_path, capsys):
     assert "--from-pack" in capsys.readouterr().out
     argv = ["resume", str(out), "--run", str(lost), "--from-pack", str(tmp_path / "carried")]
     assert m.main([*argv, "--pack"]) == 0
-    assert (lost / "checkpoints" / "warmstart-3" / "adapter.bin").is_file()
+    assert (lost / "state.json").read_text() == (run / "state.json").read_text()
     assert [p.name for p in (out / "pack").iterdir()] == ["run.tgz.000"]
     assert sorted(p.name for p in out.iterdir()) == ["learning_run.json", "pack"]
     assert m.main(["unpack", str(out / "pack"), "--run", str(tmp_path / "here")]) == 0
     assert (tmp_path / "here" / "summary.json").is_file()
+    assert not (tmp_path / "here" / "checkpoints").exists()  # finished: its adapter is enough
