@@ -108,3 +108,35 @@ def test_a_call_on_a_fresh_machine_resumes_from_the_pack(tmp_path, capsys):
     assert m.main(["unpack", str(out / "pack"), "--run", str(tmp_path / "here")]) == 0
     assert (tmp_path / "here" / "summary.json").is_file()
     assert not (tmp_path / "here" / "checkpoints").exists()  # finished: its adapter is enough
+
+
+@pytest.mark.slow
+def test_a_packed_run_returns_within_the_devices_file_limit(tmp_path, monkeypatch):
+    """A whole (tiny, CPU) run through ``start --pack``: what the call leaves in OUT_DIR is its
+    record and the pack (the device returns 8 files), and the pack holds the finished run's
+    adapter, summary and reports, without its checkpoints."""
+    from cuda_agent.policy.testing import save_tiny_model
+    from cuda_agent.runner.testing import copy_builtin_tasks
+
+    m = _load()
+    model = save_tiny_model(tmp_path / "model")
+    copy_builtin_tasks(tmp_path / "tasks", ("relu",))
+    copy_builtin_tasks(tmp_path / "heldout", ("tanh",), compact=False)
+    flags = [
+        "--model", str(model), "--tasks", str(tmp_path / "tasks"),
+        "--eval-tasks", str(tmp_path / "heldout"), "--backend", "cpu", "--rl-warmup-steps", "0",
+        "--rft-tasks", "0", "--value-steps", "0", "--steps", "0", "--eval-before", "false",
+        "--eval-train", "false", "--lora-rank", "4", "--max-new-tokens", "40",
+        "--warmstart-steps", "2",
+    ]  # fmt: skip
+    monkeypatch.chdir(ROOT)  # the script's paths are the repository's
+    out, run = tmp_path / "out", tmp_path / "run"
+    assert m.main(["start", str(out), "--run", str(run), "--pack", "--", *flags]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["learning_run.json", "pack"]
+    assert len(list((out / "pack").iterdir())) == 1
+    back = tmp_path / "back"
+    m.unpack(out / "pack", back)
+    for name in ("summary.json", "learning.json", "train_learning.json", "calls/train_call1.log"):
+        assert (back / name).is_file(), name
+    assert (back / "adapter" / "adapter_model.safetensors").is_file()
+    assert not (back / "checkpoints").exists()

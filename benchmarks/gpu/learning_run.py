@@ -23,7 +23,8 @@ finished; 75 call again with ``resume``; 1 an error (the log's tail is printed).
 /tmp with it. With ``--pack`` each call also writes the whole run directory (its last
 checkpoint, state, metrics, evaluations, every call's log; not its TensorBoard events) into
 ``OUT_DIR/pack/run.tgz.NNN``, parts of at most 15 MiB (the device returns at most 8 files of
-16 MiB, 64 MiB in all, so the loose figures and logs are not copied then: they are in the pack).
+16 MiB, 64 MiB in all, so the loose figures, logs and the finished run's reports are not
+written there then: they are in the pack).
 Carried back in a later call, ``resume OUT_DIR --from-pack PACK_DIR`` lays the run out again
 where it is missing and continues it. Here, ``unpack PACK_DIR --run DIR`` opens a pack.
 """
@@ -318,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures['run']['invocations']}, {figures['run']['wall_seconds']} s in all"
     )
     if code == 0:
-        report(run, out, command, figures["run"]["calls_wall_s"])
+        # packed: the reports go into the run, and the pack again (the return's 8 files)
+        report(run, run if args.pack else out, command, figures["run"]["calls_wall_s"])
+        if args.pack:
+            pack(run, out / "pack")
         return 0
     if code in (EX_TEMPFAIL, None):
         print("learning_run: call again: learning_run.sh resume OUT_DIR")
