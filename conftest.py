@@ -50,19 +50,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import torch
 
-    _heavy_files_first(items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def _heavy_files_first(items: list[pytest.Item]) -> None:
-    """Test files holding a ``slow`` test first, each file's tests together and in order: the
-    test command hands whole files to its processes in this order (``--dist loadfile``), so the
-    long files start at once and the short ones fill the end instead of one long file running
-    alone there."""
-    heavy = {item.path for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.path not in heavy)  # a stable sort: files stay together
