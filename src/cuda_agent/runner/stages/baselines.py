@@ -1,11 +1,11 @@
 """The baselines stage, before the first evaluation: the ``torch.compile`` baseline of every
-task the run will judge (``judged``: the evaluations' tasks, and the training tasks when a stage
-samples and judges them) measured ahead (``Sandbox.measure_baselines``: in parallel lanes, each timing alone on its
-device, kept on disk per task, sizes, GPU and torch version), so that no RL step waits for
-one. A killed run resumes it where it stopped (kept baselines are not measured again); on the
-CPU backend, where ``torch.compile`` is not timed, it has nothing to do and records nothing.
-Under several processes each measures its part of the tasks on its own sandbox (its GPU) into
-the shared cache; the counts are every process's.
+task the run will judge (``judged``: the evaluations' tasks, and the training tasks when a
+stage samples and judges them) measured ahead (``Sandbox.measure_baselines``: in parallel
+lanes, each timing alone on its device, kept on disk per task, sizes, GPU and torch version),
+so that no RL step waits for one. A killed run resumes it where it stopped (kept baselines are
+not measured again); on the CPU backend, where ``torch.compile`` is not timed, it has nothing
+to do and records nothing. Under several processes each measures its part of the tasks on its
+own sandbox (its GPU) into the shared cache; the counts are every process's.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def judged(
 ) -> list[Task]:
     """The tasks whose answers the run sends to the sandbox, each once, in order: every
     evaluation's, and the training tasks when RL, its warm-up, RFT or the value stage (which
-    collects RFT's episodes when that stage is off) runs. A run that only
-    fine-tunes on solutions judges no training task (on the H200 the 216 training tasks'
-    baselines took 148 s of a warm-start-only run that never used them)."""
+    collects RFT's episodes when that stage is off) runs. A run that only fine-tunes on
+    solutions judges no training task (on the H200 the 216 training tasks' baselines took 148 s
+    of a warm-start-only run that never used them)."""
     rft = config.rft_tasks and config.rft_steps
     samples = config.rl_warmup_steps or rft or config.value_steps or config.steps
     groups = [tasks for _, tasks in evals] + ([train_tasks] if samples else [])
