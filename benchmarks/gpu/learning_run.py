@@ -178,6 +178,17 @@ def unpack(src: Path, run: Path) -> None:
     os.replace(partial, run)
 
 
+def _lay_out(src: Path, run: Path) -> bool:
+    """``unpack``, saying what happened; False when the pack could not be laid out."""
+    try:
+        unpack(src, run)
+    except ValueError as error:
+        print(f"learning_run: {error}")
+        return False
+    print(f"learning_run: {run} laid out from the pack in {src}")
+    return True
+
+
 def _keep(run: Path, out: Path, packed: bool) -> None:
     """What a call leaves in OUT_DIR: the loose figures, or with ``--pack`` the whole run."""
     if packed:
@@ -241,21 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     args.flags = argv[cut + 1 :]
     run, out = args.run, args.out
     if args.mode == "unpack":  # OUT_DIR is the pack here
-        try:
-            unpack(out, run)
-        except ValueError as error:
-            print(f"learning_run: {error}")
-            return 1
-        print(f"learning_run: {run} unpacked from {out}")
-        return 0
+        return 0 if _lay_out(out, run) else 1
     out.mkdir(parents=True, exist_ok=True)
-    if args.from_pack is not None and args.mode == "resume" and not run.exists():
-        try:
-            unpack(args.from_pack, run)
-        except ValueError as error:
-            print(f"learning_run: {error}")
-            return 1
-        print(f"learning_run: {run} laid out again from {args.from_pack}")
+    missing = args.mode == "resume" and not run.exists()
+    if args.from_pack is not None and missing and not _lay_out(args.from_pack, run):
+        return 1
     book = run / "learning_run.json"  # every call's record, kept beside the run
     if args.mode == "start":
         flags = args.flags or DEFAULT_FLAGS
@@ -309,8 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     _write(book, record)
-    _keep(run, out, args.pack)
     figures = {**record, "run": whole_run(run, calls)}
+    if code == 0:  # the reports first: packed, they go into the run and so into the pack
+        report(run, run if args.pack else out, command, figures["run"]["calls_wall_s"])
+    _keep(run, out, args.pack)
     _write(out / "learning_run.json", figures)
     last = calls[-1]
     print(
@@ -319,10 +322,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures['run']['invocations']}, {figures['run']['wall_seconds']} s in all"
     )
     if code == 0:
-        # packed: the reports go into the run, and the pack again (the return's 8 files)
-        report(run, run if args.pack else out, command, figures["run"]["calls_wall_s"])
-        if args.pack:
-            pack(run, out / "pack")
         return 0
     if code in (EX_TEMPFAIL, None):
         print("learning_run: call again: learning_run.sh resume OUT_DIR")
