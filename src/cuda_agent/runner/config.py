@@ -204,6 +204,17 @@ class TrainConfig:
         if self.update_config("rl").advantage.needs_critic and self.history != "full":
             raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")
 
+    def stage_units(self) -> dict[str, int]:
+        """The steps each training stage is asked for, in the run's order (0: the stage is
+        off). Every stage after ``warmstart`` samples the training tasks and judges them."""
+        return {
+            "warmstart": self.warmstart_steps,
+            "rl_warmup": self.rl_warmup_steps,
+            "rft": self.rft_steps if self.rft_tasks else 0,
+            "value": self.value_steps,
+            "rl": self.steps,
+        }
+
     def update_config(self, stage: RLStage = "rl") -> UpdateConfig:
         """The RL update of ``stage`` (``rl`` or ``rl_warmup``) as one typed value."""
         return build_update_config(self, stage)

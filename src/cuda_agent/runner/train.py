@@ -50,18 +50,6 @@ from .task_sets import named_parts, task_sets
 EVAL_POINTS = ("_before", "_warmstart", "_after")  # evaluation stages' name endings
 
 
-def _stage_units(config: TrainConfig, evaluations: int) -> int:
-    rft_units = (config.rft_steps or 0) if config.rft_tasks else 0
-    return (
-        evaluations
-        + config.warmstart_steps
-        + config.rl_warmup_steps
-        + rft_units
-        + config.value_steps
-        + config.steps
-    )
-
-
 def train(
     config: TrainConfig,
     log: Log = print,
@@ -155,7 +143,8 @@ def train(
         + int(config.eval_before)
         + int(bool(config.eval_after_warmstart and config.warmstart_steps))
     )
-    display = StageProgress(_stage_units(config, points * len(evals)), enabled=progress)
+    units = config.stage_units()
+    display = StageProgress(points * len(evals) + sum(units.values()), enabled=progress)
     done = len([s for s in state.finished_stages if s.endswith(EVAL_POINTS)])
     display.advance(done + sum(state.stage_steps.values()))
     ctx = Run(
@@ -183,18 +172,18 @@ def train(
             for name, tasks in evals if config.eval_before else []:
                 display.stage(f"{name}_before", 1)
                 evaluation.run(ctx, f"{name}_before", tasks)
-            plan = [
-                ("warmstart", config.warmstart_steps, lambda: warmstart.run(ctx, examples)),
-                ("rl_warmup", config.rl_warmup_steps, lambda: rl.run(ctx, "rl_warmup")),
-                ("rft", config.rft_tasks and config.rft_steps, lambda: rft.run(ctx)),
-                ("value", config.value_steps, lambda: value.run(ctx)),
-                ("rl", config.steps, lambda: rl.run(ctx, "rl")),
-            ]
-            for stage, units, stage_run in plan:
-                if units and stage not in state.finished_stages:
-                    display.stage(stage, units)
-                    stage_run()
-                if stage == "warmstart" and units and config.eval_after_warmstart:
+            plan = {
+                "warmstart": lambda: warmstart.run(ctx, examples),
+                "rl_warmup": lambda: rl.run(ctx, "rl_warmup"),
+                "rft": lambda: rft.run(ctx),
+                "value": lambda: value.run(ctx),
+                "rl": lambda: rl.run(ctx, "rl"),
+            }
+            for stage, stage_units in units.items():
+                if stage_units and stage not in state.finished_stages:
+                    display.stage(stage, stage_units)
+                    plan[stage]()
+                if stage == "warmstart" and stage_units and config.eval_after_warmstart:
                     for name, tasks in evals:
                         display.stage(f"{name}_warmstart", 1)
                         evaluation.run(ctx, f"{name}_warmstart", tasks)

@@ -26,12 +26,12 @@ def judged(
     config: TrainConfig, train_tasks: Sequence[Task], evals: Iterable[tuple[str, Sequence[Task]]]
 ) -> list[Task]:
     """The tasks whose answers the run sends to the sandbox, each once, in order: every
-    evaluation's, and the training tasks when RL, its warm-up, RFT or the value stage (which
-    collects RFT's episodes when that stage is off) runs. A run that only fine-tunes on
-    solutions judges no training task (on the H200 the 216 training tasks' baselines took 148 s
-    of a warm-start-only run that never used them)."""
-    rft = config.rft_tasks and config.rft_steps
-    samples = config.rl_warmup_steps or rft or config.value_steps or config.steps
+    evaluation's, and the training tasks when a stage after the warm start runs (RL, its
+    warm-up, RFT, or the value stage, which collects RFT's episodes when that stage is off:
+    ``TrainConfig.stage_units``). A run that only fine-tunes on solutions judges no training
+    task (on the H200 the 216 training tasks' baselines took 148 s of a warm-start-only run
+    that never used them)."""
+    samples = any(n for stage, n in config.stage_units().items() if stage != "warmstart")
     groups = [tasks for _, tasks in evals] + ([train_tasks] if samples else [])
     unique = {t.name: t for tasks in groups for t in tasks}
     return list(unique.values())
