@@ -1,10 +1,9 @@
-"""The warm start's learning-rate schedule (``--warmstart-schedule``, ``trainer.schedule``): a
+"""The warm start's learning-rate schedule (``--warmstart-schedule``, ``rl_core.scheduled_lr``): a
 cosine from the peak to ``peak * floor`` over the stage's steps, set before each step, recorded
 in the metrics, and the same in a run stopped and resumed mid-stage as in an unbroken one."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from pathlib import Path
@@ -19,20 +18,6 @@ from cuda_agent.runner.cli import main
 from cuda_agent.runner.config import TrainConfig
 from cuda_agent.runner.deadline import EX_TEMPFAIL
 from cuda_agent.runner.testing import AfterUnits, copy_builtin_tasks
-from cuda_agent.runner.trainer.schedule import scheduled_lr
-
-
-def test_a_cosine_runs_from_the_peak_to_the_floor() -> None:
-    rates = [scheduled_lr("cosine", 3e-3, k, 5, 0.1) for k in range(5)]
-    assert rates[0] == pytest.approx(3e-3) and rates[-1] == pytest.approx(3e-4)
-    assert rates[2] == pytest.approx(3e-3 * (0.1 + 0.9 * 0.5))  # half way: the mean
-    assert all(a > b for a, b in itertools.pairwise(rates))
-    assert scheduled_lr("cosine", 3e-3, 9, 5, 0.1) == pytest.approx(3e-4)  # past the end: floor
-    assert scheduled_lr("cosine", 3e-3, 0, 1, 0.1) == 3e-3  # one step: the peak
-    assert scheduled_lr("cosine", 1.0, 3, 4, 0.0) == 0.0
-    assert {scheduled_lr("constant", 3e-3, k, 5, 0.1) for k in range(5)} == {3e-3}
-    with pytest.raises(ValueError, match="unknown schedule"):
-        scheduled_lr("linear", 3e-3, 1, 5, 0.1)  # type: ignore[arg-type]
 
 
 def test_a_wrong_schedule_or_floor_is_refused() -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from cuda_agent.agent.episode import History
-from cuda_agent.rl_core import AggregationMode
+from cuda_agent.rl_core import AggregationMode, LrSchedule
 
-from .trainer.schedule import Schedule
 from .trainer.update_config import (
     AdvantageKind,
     GaeAdvantage,
@@ -96,10 +95,10 @@ class TrainConfig:
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 4
     # the warm start's learning rate over its steps: constant, or a cosine from warmstart_lr
-    # down to warmstart_lr * warmstart_lr_floor at the last step (trainer/schedule.py). On the
+    # down to warmstart_lr * warmstart_lr_floor at the last step (rl_core.scheduled_lr). On the
     # H200 (2026-12-05) a constant 3e-3 put a spike in the NLL at step 700 of 1,000 (0.02 ->
     # 6.8), and the weights a warm start ends on are what RL and its control start from.
-    warmstart_schedule: Schedule = "constant"
+    warmstart_schedule: LrSchedule = "constant"
     warmstart_lr_floor: float = 0.1
     # which reference solution the warm start teaches: compact (where a task has one) | primary
     warmstart_solutions: Literal["compact", "primary"] = "compact"

@@ -7,7 +7,7 @@ which builds the examples). The loss is
 the token-mean negative log-likelihood of the answers (``loss.sft_loss``). Under several
 processes each step's examples (drawn from the seed, the same on every process) are split
 over them, and the step's NLL is the whole batch's (``update.supervised_step``). The learning
-rate of each step is ``warmstart_schedule``'s (``schedule.scheduled_lr``) over
+rate of each step is ``warmstart_schedule``'s (``cuda_agent.rl_core.scheduled_lr``) over
 ``warmstart_steps``; a training budget that ends the stage sooner does not compress it.
 """
 
@@ -17,10 +17,11 @@ import random
 import time
 from collections.abc import Sequence
 
+from cuda_agent.rl_core import scheduled_lr
+
 from .. import distributed as D
 from ..budget import WarmStartExample
 from ..context import Run
-from ..trainer.schedule import scheduled_lr
 from ..trainer.update import supervised_step
 
 STAGE = "warmstart"

@@ -1,4 +1,5 @@
-"""Stateless RL update math on tensors: advantages, credit, losses, KL, aggregation, diagnostics.
+"""Stateless RL update math on tensors: advantages, credit, losses, KL, aggregation, diagnostics,
+and the learning-rate schedule of a step.
 
 Losses return per-element values; reduce them with an explicit aggregation function.
 """
@@ -44,14 +45,17 @@ from cuda_agent.rl_core._off_policy import (
     truncated_importance_weights,
 )
 from cuda_agent.rl_core._policy_loss import gspo_policy_loss, ppo_clipped_policy_loss
+from cuda_agent.rl_core._schedule import LR_SCHEDULES, LrSchedule, scheduled_lr
 from cuda_agent.rl_core._value_loss import value_loss
 
 __all__ = [
+    "LR_SCHEDULES",
     "AggregationCounts",
     "AggregationMode",
     "GaeOutput",
     "ImportanceRatioStats",
     "KlEstimator",
+    "LrSchedule",
     "RatioLevel",
     "aggregate_loss",
     "aggregation_counts",
@@ -78,6 +82,7 @@ __all__ = [
     "masked_seq_mean_token_sum_norm",
     "masked_token_mean",
     "ppo_clipped_policy_loss",
+    "scheduled_lr",
     "sequence_kl",
     "spread_turns_to_tokens",
     "truncated_importance_weights",
