@@ -31,7 +31,6 @@ installs these hooks before importing a candidate:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import inspect
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import launch
-from .._shared.compile import cache_dir, trim_compiler_log
+from .._shared.compile import cache_dir, exclusive, trim_compiler_log
 from ..errors import CompileError
 from . import extension_sources
 from .extension_sources import SourceTree
@@ -126,12 +125,11 @@ def outcomes() -> dict[str, int]:
 
 @contextlib.contextmanager
 def _exclusive(directory: Path) -> Iterator[None]:
-    """Hold the directory's build lock. ``fcntl`` locks vanish with their process, so unlike
-    torch's own lock file, a build killed at a deadline cannot leave the directory locked; any
-    torch lock file found while we hold ours is such a leftover, and is removed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".cuda-agent.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    """Hold the directory's build lock (``compile.exclusive``). ``fcntl`` locks vanish with
+    their process, so unlike torch's own lock file, a build killed at a deadline cannot leave
+    the directory locked; any torch lock file found while we hold ours is such a leftover, and
+    is removed."""
+    with exclusive(directory / ".cuda-agent.lock"):
         (directory / "lock").unlink(missing_ok=True)
         yield
 

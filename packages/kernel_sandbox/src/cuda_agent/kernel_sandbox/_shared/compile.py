@@ -1,14 +1,17 @@
 """Content-addressed compilation: C/C++ kernels with the system compiler, CUDA C with NVRTC.
 
 The cache key is a hash of (compiler identity, flags, source); a built library or cubin is
-written to a temporary name and moved into place with ``os.replace``, so concurrent workers
-compiling the same source never see a half-written file and never block each other. NVRTC
-needs no GPU, only the target architecture: compile workers with no GPU build cubins that the
-GPU worker then only loads.
+written to a temporary name and moved into place with ``os.replace``, so no process ever sees
+a half-written file. A build holds the key's lock (``exclusive``), so processes that ask for
+the same source at once (lanes, a compile worker and a GPU worker, two runs sharing the cache)
+build it once: the others wait for that build and load it. NVRTC needs no GPU, only the target
+architecture: compile workers with no GPU build cubins that the GPU worker then only loads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
@@ -16,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,17 @@ def cache_dir(kind: str = "kernels") -> Path:
     path = cache_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Hold the ``fcntl`` lock on the file ``lock`` (created if missing) while inside; another
+    process asking for it waits. The lock vanishes with its process, so a build killed at a
+    deadline never leaves a key locked."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 @functools.cache
@@ -68,6 +83,15 @@ def compile_shared_library(
     out = cache_dir() / f"{key}.so"
     if out.exists():
         return out
+    with exclusive(out.with_name(f".{key}.lock")):
+        if not out.exists():  # else built while this process waited for the lock
+            _build_shared_library(compiler, all_flags, source, lang, timeout_s, out)
+    return out
+
+
+def _build_shared_library(
+    compiler: str, all_flags: tuple[str, ...], source: str, lang: str, timeout_s: float, out: Path
+) -> None:
     suffix = ".c" if lang == "c" else ".cpp"
     with tempfile.TemporaryDirectory(prefix="cuda-agent-cc-") as tmp:
         src = Path(tmp) / f"kernel{suffix}"
@@ -88,12 +112,11 @@ def compile_shared_library(
             log = trim_compiler_log(proc.stderr, tmp)
             raise CompileError("compilation failed:\n" + log, log)
         _publish(out, partial.read_bytes())
-    return out
 
 
 def _publish(out: Path, data: bytes) -> None:
     """Move ``data`` into the shared cache as ``out`` atomically (a temporary name, then
-    ``os.replace``); a concurrent identical build wins harmlessly."""
+    ``os.replace``)."""
     staged = out.with_name(f".{out.stem}.{os.getpid()}.tmp")
     staged.write_bytes(data)
     os.replace(staged, out)
@@ -147,6 +170,13 @@ def compile_cubin(source: str, options: tuple[str, ...], arch: str) -> Path:
     out = cache_dir("nvrtc") / f"{key}.cubin"
     if out.exists():
         return out
+    with exclusive(out.with_name(f".{key}.lock")):
+        if not out.exists():  # else built while this process waited for the lock
+            _publish(out, _nvrtc_cubin(nvrtc, source, all_options))
+    return out
+
+
+def _nvrtc_cubin(nvrtc: Any, source: str, all_options: tuple[str, ...]) -> bytes:
     program = nvrtc.createProgram(source, "kernel.cu", (), ())
     try:
         try:
@@ -154,8 +184,6 @@ def compile_cubin(source: str, options: tuple[str, ...], arch: str) -> Path:
         except nvrtc.NVRTCError:
             log = trim_compiler_log(nvrtc.getProgramLog(program), "")
             raise CompileError("NVRTC compilation failed:\n" + log, log) from None
-        cubin = nvrtc.getCUBIN(program)
+        return bytes(nvrtc.getCUBIN(program))
     finally:
         nvrtc.destroyProgram(program)
-    _publish(out, cubin)
-    return out
