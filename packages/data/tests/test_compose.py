@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from cuda_agent.data import OP_COUNTS, WINDOWS, catalogue, compose, cpu_solution
 from cuda_agent.data.catalogue import describe
-from cuda_agent.data.compose import MACHINES, CompositionError, _largest
+from cuda_agent.data.compose import CompositionError
+from cuda_agent.data.sizing import MACHINES, largest
 
 RELAXED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60)
 
@@ -71,7 +72,7 @@ def test_sizes_aim_inside_each_backends_window():
             sizes = comp.sizes if backend == "cuda" else comp.cpu_sizes
             if sizes["BATCH"] > 1:  # at batch 1 the chain may be too small to reach the window
                 assert low <= estimate <= high, (comp.name, backend, estimate, dict(sizes))
-            assert _largest(comp.steps, comp.inputs, sizes) <= MACHINES[backend].max_elements
+            assert largest(comp.steps, comp.inputs, sizes) <= MACHINES[backend].max_elements
 
 
 def test_catalogue_ops_name_real_torch_callables_and_shapes_come_from_torch():

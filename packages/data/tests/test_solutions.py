@@ -14,7 +14,7 @@ import torch
 
 from cuda_agent.data import compose, cpu_solution, load_embedded
 from cuda_agent.data.catalogue import catalogue
-from cuda_agent.data.compose import MACHINES, SMALL_MS, estimate_ms
+from cuda_agent.data.sizing import MACHINES, SMALL_MS, estimate_ms
 from cuda_agent.data.solutions import cuda_solution
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.kernel_sandbox.static_checks import check_candidate_source

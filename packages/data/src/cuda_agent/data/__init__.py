@@ -6,10 +6,11 @@ in the sandbox (``run_filters``) and decontamination by normalised-AST similarit
 """
 
 from .catalogue import Op, catalogue
-from .compose import OP_COUNTS, WINDOWS, Composition, CompositionError, compose
+from .compose import OP_COUNTS, Composition, CompositionError, compose
 from .filters import SANDBOX_FILTERS, Filters, FilterVerdict, run_filters
 from .loaders import load_embedded, load_kernelbench, load_ops6k
 from .similarity import decontaminate, deduplicate, nearest, normalized_ast, similarity
+from .sizing import WINDOWS
 from .solutions import can_write, cpu_solution
 from .synth import SynthReport, synthesize
 from .taskset import TaskEntry, TaskSet, family_of

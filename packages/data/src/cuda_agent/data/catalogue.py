@@ -62,7 +62,7 @@ class Op:
     dimension it reads) and ``{new}`` (a new size it introduces). ``shape`` maps a symbolic
     input shape to the symbolic output shape (``new`` is the new size's name); ``output_shape``
     checks it against torch. ``weight`` is the relative chance to be drawn; ``cost`` the bytes
-    moved per input element (the time model of ``compose.estimate_ms``)."""
+    moved per input element (the time model of ``sizing.estimate_ms``)."""
 
     name: str
     target: str

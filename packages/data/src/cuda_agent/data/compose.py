@@ -12,9 +12,10 @@ are written with them) and checked against torch on ``meta`` tensors (``Op.outpu
 Sizes are chosen so that the eager time falls in a window: fixed dimensions are drawn from
 small menus, then the batch is solved from a time model (bytes moved at a backend's bandwidth,
 matmul and convolution FLOPs at its throughput, a launch overhead per op) for a target drawn
-log-uniformly inside the window. The module-level sizes aim at ``WINDOWS["cuda"]`` (1 to
-100 ms, as the reference system), ``CPU_SIZES`` at ``WINDOWS["cpu"]``. The filters measure the
-real time; the model only has to land most draws inside.
+log-uniformly inside the window (``sizing.py``: the symbolic shapes evaluated, the time model).
+The module-level sizes aim at ``WINDOWS["cuda"]`` (1 to 100 ms, as the reference system),
+``CPU_SIZES`` at ``WINDOWS["cpu"]``. The filters measure the real time; the model only has to
+land most draws inside.
 
 ``Composition.small_sizes`` is a smaller GPU variant for training (``SMALL_MS`` by the time
 model, the batch alone shrunk): on the H200 the module-level sizes' inputs reach gigabytes, so
@@ -24,7 +25,6 @@ fraction of a millisecond still moves hundreds of megabytes, far beyond the 50 M
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,46 +33,19 @@ from typing import Any
 from cuda_agent.kernel_sandbox import Task, task_from_source
 
 from .catalogue import Dims, Op, catalogue, chain_teachable
+from .sizing import (
+    MACHINES,
+    SMALL_MS,
+    choose_sizes,
+    estimate_ms,
+    round_batch,
+    solve_batch,
+    value,
+    walk,
+)
 
 # P(number of operators): the reference system's set was 84% two-operator compositions.
 OP_COUNTS: Mapping[int, float] = {1: 0.05, 2: 0.84, 3: 0.06, 4: 0.03, 5: 0.02}
-# eager-time windows in ms, per backend
-WINDOWS: Mapping[str, tuple[float, float]] = {"cuda": (1.0, 100.0), "cpu": (0.1, 10.0)}
-# the time model's eager time of the small GPU variant (the H200 ran 24 training compositions
-# at a median 2.1 ms eager for a median estimate of 3.4 ms: some 0.6 ms expected)
-SMALL_MS = 1.0
-
-
-@dataclass(frozen=True)
-class Machine:
-    """The time model of a backend: effective bandwidth (bytes/s), throughput (FLOP/s) and the
-    fixed cost of one op (s)."""
-
-    bandwidth: float
-    flops: float
-    overhead_s: float
-    menus: Mapping[str, tuple[int, ...]]
-    max_elements: int
-
-
-MACHINES: Mapping[str, Machine] = {
-    "cuda": Machine(
-        2.5e12,
-        4.0e13,
-        5e-6,
-        {"DIM": (512, 1024, 2048, 4096, 8192), "HIDDEN": (512, 1024, 2048, 4096),
-         "C": (3, 16, 32, 64), "C_OUT": (16, 32, 64, 128), "H": (32, 64, 128)},
-        1 << 30,
-    ),
-    "cpu": Machine(
-        3.5e10,  # cache-resident tensors of a few MB on 2 cores (fitted to measured eager times)
-        5.0e10,
-        5e-6,
-        {"DIM": (128, 256, 512, 1024, 2048), "HIDDEN": (128, 256, 512),
-         "C": (3, 8, 16), "C_OUT": (8, 16), "H": (16, 32)},
-        1 << 22,
-    ),
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -122,10 +95,10 @@ class Composition:
         """The batch at which the time model's GPU estimate is ``SMALL_MS`` (a multiple of 8
         above 16), when that is smaller than the module's; {} otherwise. The other sizes stay:
         the operators see rows of the same width. ``Task.resized`` makes the task at them."""
-        batch = _solve_batch(MACHINES["cuda"], self.steps, self.inputs, self.sizes, SMALL_MS)
+        batch = solve_batch(MACHINES["cuda"], self.steps, self.inputs, self.sizes, SMALL_MS)
         if batch is None:
             return {}
-        batch = _round_batch(batch)
+        batch = round_batch(batch)
         return {"BATCH": batch} if batch < self.sizes["BATCH"] else {}
 
     def metadata(self) -> dict[str, Any]:
@@ -224,8 +197,8 @@ def _build(rng: random.Random, index: int, dims: Dims, chain: list[Op]) -> Compo
         steps.append(Step(op.name, params, operand, module, new, read))
         dims = op.shape(dims, new)
     names = _size_names(inputs, steps)
-    sizes = _choose_sizes(rng, "cuda", names, steps, inputs)
-    cpu_sizes = _choose_sizes(rng, "cpu", names, steps, inputs)
+    sizes = choose_sizes(rng, "cuda", names, steps, inputs)
+    cpu_sizes = choose_sizes(rng, "cpu", names, steps, inputs)
     estimate = {
         "cuda": estimate_ms(MACHINES["cuda"], steps, inputs, sizes),
         "cpu": estimate_ms(MACHINES["cpu"], steps, inputs, cpu_sizes),
@@ -251,113 +224,17 @@ def _size_names(inputs: Sequence[tuple[str, Dims]], steps: Sequence[Step]) -> li
     return names
 
 
-def _menu_key(name: str) -> str:
-    base = name.split("_")[0] if not name.startswith("C_OUT") else "C_OUT"
-    return {"W": "H"}.get(base, base)
-
-
-def _choose_sizes(
-    rng: random.Random,
-    backend: str,
-    names: Sequence[str],
-    steps: Sequence[Step],
-    inputs: Sequence[tuple[str, Dims]],
-) -> dict[str, int]:
-    machine = MACHINES[backend]
-    sizes = {n: rng.choice(machine.menus[_menu_key(n)]) for n in names if n != "BATCH"}
-    if "W" in sizes:
-        sizes["W"] = sizes["H"]
-    low, high = WINDOWS[backend]
-    target = math.exp(rng.uniform(math.log(2 * low), math.log(high / 3)))
-    batch = _solve_batch(machine, steps, inputs, sizes, target) or 1
-    widest = max(_largest(steps, inputs, {**sizes, "BATCH": 1}), 1)
-    batch = max(1, min(batch, machine.max_elements // widest))
-    return {"BATCH": _round_batch(batch), **sizes}
-
-
-def _solve_batch(
-    machine: Machine,
-    steps: Sequence[Step],
-    inputs: Sequence[tuple[str, Dims]],
-    sizes: Mapping[str, int],
-    target_ms: float,
-) -> int | None:
-    """The batch (at least 1) at which the time model says ``target_ms`` with the other
-    ``sizes``; None when the time does not grow with the batch."""
-    fixed = estimate_ms(machine, steps, inputs, {**sizes, "BATCH": 0})
-    per_row = estimate_ms(machine, steps, inputs, {**sizes, "BATCH": 1}) - fixed
-    return max(1, round((target_ms - fixed) / per_row)) if per_row > 0 else None
-
-
-def _round_batch(batch: int) -> int:
-    """A batch above 16 rounded down to a multiple of 8."""
-    return batch - batch % 8 if batch > 16 else batch
-
-
-def _numel(dims: Dims, sizes: Mapping[str, int]) -> int:
-    return math.prod(_value(d, sizes) for d in dims)
-
-
-def _value(expression: str, sizes: Mapping[str, int]) -> int:
-    # Our own expressions over size names (``H // 2``, ``C * H * W``): no builtins reachable.
-    return int(eval(expression, {"__builtins__": {}}, dict(sizes)))
-
-
-def _walk(
-    steps: Sequence[Step], inputs: Sequence[tuple[str, Dims]]
-) -> list[tuple[Op, Step, Dims, Dims]]:
-    """(op, step, input dims, output dims) along the chain."""
-    ops = catalogue()
-    dims = inputs[0][1]
-    out = []
-    for step in steps:
-        op = ops[step.op]
-        new = op.shape(dims, step.new_size)
-        out.append((op, step, dims, new))
-        dims = new
-    return out
-
-
-def _largest(
-    steps: Sequence[Step], inputs: Sequence[tuple[str, Dims]], sizes: Mapping[str, int]
-) -> int:
-    return max(
-        [_numel(d, sizes) for _, d in inputs]
-        + [_numel(o, sizes) for *_, o in _walk(steps, inputs)]
-    )  # fmt: skip
-
-
-def estimate_ms(
-    machine: Machine,
-    steps: Sequence[Step],
-    inputs: Sequence[tuple[str, Dims]],
-    sizes: Mapping[str, int],
-) -> float:
-    """The time model's eager time (ms): per op, its overhead, bytes moved and FLOPs."""
-    seconds = 0.0
-    for op, step, dims, out in _walk(steps, inputs):
-        elements = _numel(dims, sizes)
-        flops = 0.0
-        if op.name == "linear":
-            flops = 2.0 * elements * sizes[step.new_size]
-        elif op.name == "conv2d":
-            flops = 2.0 * _numel(out, sizes) * sizes[step.in_size] * 9
-        moved = op.cost * elements + 4.0 * _numel(out, sizes) * (op.kind == "layer")
-        seconds += machine.overhead_s + moved / machine.bandwidth + flops / machine.flops
-    return seconds * 1e3
-
-
 def _check_shapes(
     steps: Sequence[Step], inputs: Sequence[tuple[str, Dims]], sizes: Mapping[str, int]
 ) -> None:
     """The symbolic shapes against torch's own (``Op.output_shape`` on meta tensors)."""
-    for op, step, dims, out in _walk(steps, inputs):
-        init = {"in": _value(step.in_size, sizes)} if step.in_size else {}
+    for op, step, dims, out in walk(steps, inputs):
+        init = {"in": value(step.in_size, sizes)} if step.in_size else {}
         if step.new_size:
             init["new"] = sizes[step.new_size]
-        shape = tuple(_value(d, sizes) for d in dims)
+        shape = tuple(value(d, sizes) for d in dims)
         got = op.output_shape(shape, init)
-        want = tuple(_value(d, sizes) for d in out)
+        want = tuple(value(d, sizes) for d in out)
         if got != want:
             raise CompositionError(
                 f"{op.name}: torch gives shape {got} for {shape}; the catalogue says {want}"

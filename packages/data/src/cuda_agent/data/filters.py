@@ -11,7 +11,7 @@ with a progress bar, and returns one ``FilterVerdict`` per task, in order:
    validation, ``kernel_sandbox.validate_tasks``);
 5. ``compile_error``: ``torch.compile`` of the reference fails (timed beside eager, as an
    evaluation's baseline);
-6. ``window``: the eager time is outside the backend's window (``compose.WINDOWS``);
+6. ``window``: the eager time is outside the backend's window (``sizing.WINDOWS``);
 7. ``solution``: a reference solution written for the task (``solutions.cpu_solution``) is not
    judged correct by the sandbox (only for tasks given one).
 

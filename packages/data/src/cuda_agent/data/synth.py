@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .compose import WINDOWS, Composition, compose
+from .compose import Composition, compose
 from .filters import SANDBOX_FILTERS, Filters, FilterVerdict
 from .similarity import Fingerprint, SimilarityIndex, fingerprint
+from .sizing import WINDOWS
 from .solutions import can_write, cpu_solution
 
 TEXT_FILTERS = ("heldout_family", "duplicate")
