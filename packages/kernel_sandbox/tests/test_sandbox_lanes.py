@@ -184,6 +184,20 @@ def test_on_the_cpu_the_host_is_one_device_and_workers_still_asks_for_lanes():
         SandboxConfig(lanes_per_gpu=0)
 
 
+def test_automatic_worker_threads_split_the_cores_and_honour_omp_num_threads(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert SandboxConfig(backend="cpu", workers=2).resolved().threads_per_worker == 4
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the caller's limit caps the share
+    assert SandboxConfig(backend="cpu", workers=2).resolved().threads_per_worker == 3
+    assert SandboxConfig(backend="cpu", workers=8).resolved().threads_per_worker == 1
+    fixed = SandboxConfig(backend="cpu", workers=2, threads_per_worker=6)
+    assert fixed.resolved().threads_per_worker == 6  # an explicit count is kept
+    for unusable in ("", "0", "auto"):
+        monkeypatch.setenv("OMP_NUM_THREADS", unusable)
+        assert SandboxConfig(backend="cpu", workers=2).resolved().threads_per_worker == 4
+
+
 # ------------------------------------------------------------------- lanes on the CPU backend
 def _lanes_config(**kw) -> SandboxConfig:
     return SandboxConfig(**{"backend": "cpu", "repeats": 10, "timing_budget_s": 0.3, **kw})
