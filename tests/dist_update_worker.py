@@ -98,6 +98,10 @@ def main() -> None:
         Path(out).write_text(json.dumps(report))
     dist.barrier()
     dist.destroy_process_group()
+    if mode == "shard":  # past the teardown that can abort after FSDP2 over gloo
+        from cuda_agent.runner.distributed import leave
+
+        leave(0)
 
 
 def _lora_weights(policy: object) -> dict[str, torch.Tensor]:

@@ -46,6 +46,8 @@ sys.path.insert(0, str(HERE))
 from provenance import provenance  # noqa: E402
 from rl_step_throughput import SHAPES, build_model, cheap_reward, prompt_ids  # noqa: E402
 
+from cuda_agent.runner.distributed import leave  # noqa: E402
+
 DEFAULT_GUARDS = {"guard_max_ratio": 20.0, "guard_min_ess": 0.2}  # TrainConfig's defaults
 
 
@@ -189,13 +191,7 @@ def main() -> None:
         print(f"wrote {args.out}: {json.dumps(brief)}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
-    # Every rank's work is done and written. Skip the interpreter's teardown: under load, one
-    # process in about 20 over gloo on the CPU (torch 2.11) aborted there ("terminate called
-    # without an active exception", no Python frame: a native thread destroyed while joinable),
-    # which failed a finished run.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave(0)  # every rank's work is written: past the teardown that can abort (its docstring)
 
 
 def summary(

@@ -24,8 +24,9 @@ What the processes share:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import torch
 
@@ -90,6 +91,19 @@ def shutdown() -> None:
     dist = _dist()
     if dist is not None:
         dist.destroy_process_group()
+
+
+def leave(code: int = 0) -> NoReturn:
+    """End this process at once with ``code``: stdout and stderr flushed, then ``os._exit``,
+    past the interpreter's teardown. For a process whose work is written and whose process
+    group is destroyed, after a policy sharded over gloo (``Policy.shard()`` on the CPU): in
+    that teardown about one process in 20 under load (torch 2.11, 2 cores) aborted with
+    "terminate called without an active exception" (a native thread destroyed while
+    joinable, no Python frame), failing a finished run. ``atexit`` handlers do not run, so
+    close pools and writers first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def check(config: Any) -> None:
