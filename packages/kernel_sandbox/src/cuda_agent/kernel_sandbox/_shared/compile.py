@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +80,15 @@ def compile_shared_library(
     key = hashlib.sha256(
         "\0".join((_compiler_identity(compiler), *all_flags, source)).encode()
     ).hexdigest()[:32]
-    out = cache_dir() / f"{key}.so"
-    if out.exists():
-        return out
-    with exclusive(out.with_name(f".{key}.lock")):
-        if not out.exists():  # else built while this process waited for the lock
-            _build_shared_library(compiler, all_flags, source, lang, timeout_s, out)
-    return out
+    return _built_once(
+        cache_dir() / f"{key}.so",
+        lambda: _shared_library(compiler, all_flags, source, lang, timeout_s),
+    )
 
 
-def _build_shared_library(
-    compiler: str, all_flags: tuple[str, ...], source: str, lang: str, timeout_s: float, out: Path
-) -> None:
+def _shared_library(
+    compiler: str, all_flags: tuple[str, ...], source: str, lang: str, timeout_s: float
+) -> bytes:
     suffix = ".c" if lang == "c" else ".cpp"
     with tempfile.TemporaryDirectory(prefix="cuda-agent-cc-") as tmp:
         src = Path(tmp) / f"kernel{suffix}"
@@ -111,15 +108,21 @@ def _build_shared_library(
         if proc.returncode != 0:
             log = trim_compiler_log(proc.stderr, tmp)
             raise CompileError("compilation failed:\n" + log, log)
-        _publish(out, partial.read_bytes())
+        return partial.read_bytes()
 
 
-def _publish(out: Path, data: bytes) -> None:
-    """Move ``data`` into the shared cache as ``out`` atomically (a temporary name, then
+def _built_once(out: Path, build: Callable[[], bytes]) -> Path:
+    """``out``, made by ``build`` unless it is in the cache: under ``out``'s lock (a process
+    that waited loads what the holder built), then moved in atomically (a temporary name, then
     ``os.replace``)."""
-    staged = out.with_name(f".{out.stem}.{os.getpid()}.tmp")
-    staged.write_bytes(data)
-    os.replace(staged, out)
+    if out.exists():
+        return out
+    with exclusive(out.with_name(f".{out.stem}.lock")):
+        if not out.exists():  # else built while this process waited for the lock
+            staged = out.with_name(f".{out.stem}.{os.getpid()}.tmp")
+            staged.write_bytes(build())
+            os.replace(staged, out)
+    return out
 
 
 def trim_compiler_log(stderr: str, workdir: str) -> str:
@@ -167,13 +170,9 @@ def compile_cubin(source: str, options: tuple[str, ...], arch: str) -> Path:
     nvrtc, version = _nvrtc()
     all_options = (*options, f"--gpu-architecture={arch}")
     key = hashlib.sha256("\0".join((version, *all_options, source)).encode()).hexdigest()[:32]
-    out = cache_dir("nvrtc") / f"{key}.cubin"
-    if out.exists():
-        return out
-    with exclusive(out.with_name(f".{key}.lock")):
-        if not out.exists():  # else built while this process waited for the lock
-            _publish(out, _nvrtc_cubin(nvrtc, source, all_options))
-    return out
+    return _built_once(
+        cache_dir("nvrtc") / f"{key}.cubin", lambda: _nvrtc_cubin(nvrtc, source, all_options)
+    )
 
 
 def _nvrtc_cubin(nvrtc: Any, source: str, all_options: tuple[str, ...]) -> bytes:
