@@ -64,11 +64,14 @@ def _eval(run: Path, name: str = "heldout_after") -> list[dict]:
 
 
 def test_a_run_started_from_another_holds_its_weights(setup, warm, tmp_path: Path) -> None:
-    """No training: the run's final adapter is the warm run's, and its evaluation the same."""
+    """No training: the run's final adapter is the warm run's, and its evaluation the same.
+    Its answer budget left to auto (0) is the warm run's (40 tokens), not the 512-token floor
+    of a run without a warm start: the weights write answers of the warm start's length."""
     run = tmp_path / "run"
     code = main(["train", *setup, "--warmstart-steps", "0", "--init-from", str(warm),
-                 "--out", str(run)])  # fmt: skip
+                 "--max-new-tokens", "0", "--out", str(run)])  # fmt: skip
     assert code == 0
+    assert json.loads((run / "config.json").read_text())["max_new_tokens"] == 40
     assert _same(_weights(run / "adapter"), _weights(warm / "adapter"))
     assert _eval(run) == _eval(warm)
     summary = json.loads((run / "summary.json").read_text())

@@ -10,9 +10,11 @@ budget that is too small is refused before any work is done.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from cuda_agent.agent import AgentConfig, answer_text, first_prompt_ids
 from cuda_agent.kernel_sandbox import Task
@@ -73,17 +75,40 @@ def auto_budget(longest_answer: int) -> int:
     return max(AUTO_FLOOR, fitted)
 
 
+def inherited_budget(init_from: str) -> int:
+    """The resolved answer budget of the run ``--init-from`` names (its ``config.json``'s
+    ``max_new_tokens``), or 0 where it names none (an adapter directory, an unreadable file)."""
+    if not init_from:
+        return 0
+    try:
+        value = json.loads((Path(init_from) / "config.json").read_text()).get("max_new_tokens")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def resolve_budget(
-    requested: int, examples: Sequence[WarmStartExample], backend: str, warm_start: bool
+    requested: int,
+    examples: Sequence[WarmStartExample],
+    backend: str,
+    warm_start: bool,
+    inherited: int = 0,
 ) -> int:
-    """The answer budget of the run: ``requested``, or derived when ``requested == 0``.
+    """The answer budget of the run: ``requested``, or derived when ``requested == 0``: with a
+    warm start, ``auto_budget`` of its longest answer; else the budget of the run the weights
+    come from (``inherited``, ``inherited_budget``): weights warm-started elsewhere write
+    answers of their examples' length (on the H100, 2026-12-05, an RL run started from a
+    warm start's weights got the 512-token floor against its 612-token answers, and cut a
+    quarter of them); else the floor.
 
     Raises ``BudgetError`` when the warm start is on and one of its answers would not fit in an
     explicit budget: the policy would be taught answers it can never finish.
     """
     longest = max((len(e.response_ids) for e in examples), default=0)
     if requested == 0:
-        return auto_budget(longest) if warm_start else AUTO_FLOOR
+        if warm_start:
+            return max(auto_budget(longest), inherited)
+        return inherited or AUTO_FLOOR
     too_long = sorted(
         ((len(e.response_ids), e.task) for e in examples if len(e.response_ids) > requested),
         reverse=True,

@@ -35,7 +35,7 @@ from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.reward import renamed_keys
 
 from . import distributed as D
-from .budget import resolve_budget, warmstart_examples
+from .budget import inherited_budget, resolve_budget, warmstart_examples
 from .checkpoint import load_state, replace_dir, trained_weights, write_json_atomic
 from .config import TrainConfig
 from .context import InitFromError, Log, Run
@@ -122,12 +122,14 @@ def train(
         f"{policy.device} ({getattr(policy.model, 'dtype', '?')})"
     )
     examples = warmstart_examples(policy, train_tasks, sandbox.backend, config.warmstart_solutions)
+    inherited = inherited_budget(config.init_from)
     budget = resolve_budget(
-        config.max_new_tokens, examples, sandbox.backend, config.warmstart_steps > 0
+        config.max_new_tokens, examples, sandbox.backend, config.warmstart_steps > 0, inherited
     )
     if budget != config.max_new_tokens:
         longest = max((len(e.response_ids) for e in examples), default=0)
-        log(f"answer budget: {budget} tokens (auto; longest warm-start answer {longest})")
+        source = f"the --init-from run's {inherited}, " if inherited else ""
+        log(f"answer budget: {budget} tokens (auto: {source}longest warm-start answer {longest})")
         config = dataclasses.replace(config, max_new_tokens=budget)
     if main:
         write_json_atomic(run_dir / "config.json", config.to_dict())  # the resolved config
