@@ -2,6 +2,7 @@
 
     python scripts/make_heldout_compositions.py WORK_DIR --kernelbench KB [--count 96]
         [--seed 2] [--workers 2]
+    python scripts/make_heldout_compositions.py --small-sizes [--seed 2]
 
 The same generator and distribution as the training compositions (``cpu_compositions``:
 ``cuda-agent synth --backend cpu --seed 1 --teachable --max-ops 3``), another seed, and two
@@ -14,6 +15,11 @@ as the training ones are, and has not been judged here (no GPU).
 
 ``synthesize`` works in ``WORK_DIR`` (rerun to resume); the kept tasks, their manifest rows
 and the report are then copied into the package's ``embedded/heldout_compositions``.
+
+``--small-sizes`` only adds each shipped row's ``small_sizes`` (``Composition.small_sizes``,
+as the training compositions' manifest has them; the rows were written before that field
+existed): each composition is drawn again from its seed and index and must give the shipped
+``task.py`` exactly. The runner's ``--eval-sizes small`` evaluates the tasks at them.
 """
 
 from __future__ import annotations
@@ -47,14 +53,38 @@ def training_guard() -> tuple[set[str], dict[str, str]]:
     return families, sources
 
 
+def embedded_dir() -> Path:
+    return Path(str(resources.files("cuda_agent.data") / "embedded" / "heldout_compositions"))
+
+
+def add_small_sizes(seed: int) -> None:
+    """Each shipped manifest row with its composition's ``small_sizes`` (module docstring)."""
+    into = embedded_dir()
+    rows = [json.loads(x) for x in (into / "manifest.jsonl").read_text().splitlines()]
+    for row in rows:
+        comp = compose(random.Random(f"{seed}:{row['index']}"), row["index"], MAX_OPS,
+                       teachable=True)  # fmt: skip
+        if comp.source != (into / row["name"] / "task.py").read_text():
+            raise SystemExit(f"{row['name']}: seed {seed} does not draw the shipped task")
+        row["small_sizes"] = comp.small_sizes
+    (into / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"small_sizes added to {len(rows)} rows of {into / 'manifest.jsonl'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("work", type=Path)
-    parser.add_argument("--kernelbench", required=True)
+    parser.add_argument("work", type=Path, nargs="?")
+    parser.add_argument("--kernelbench")
     parser.add_argument("--count", type=int, default=96)
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--small-sizes", action="store_true", help="only add small_sizes")
     args = parser.parse_args()
+    if args.small_sizes:
+        add_small_sizes(args.seed)
+        return
+    if args.work is None or not args.kernelbench:
+        parser.error("WORK_DIR and --kernelbench are needed to make the set")
     families, sources = training_guard()
     heldout = {t.name: t.source for t in builtin_tasks() if t.name in HELDOUT}
     against = {
@@ -70,7 +100,7 @@ def main() -> None:
     print(json.dumps(report.to_dict(), indent=2))
     rows = [json.loads(x) for x in (args.work / "manifest.jsonl").read_text().splitlines()]
     kept = [r for r in rows if r["kept"]]
-    into = Path(str(resources.files("cuda_agent.data") / "embedded" / "heldout_compositions"))
+    into = embedded_dir()
     shutil.rmtree(into, ignore_errors=True)
     into.mkdir(parents=True)
     for row in kept:

@@ -124,3 +124,24 @@ def test_small_training_sizes_shrink_the_compositions_batch_and_never_the_heldou
     assert [t.sizes["BATCH"] for t in mine] == [512, 4096]
     with pytest.raises(ValueError, match="--train-sizes must be one of full, small"):
         TrainConfig(train_sizes="tiny")  # type: ignore[arg-type]
+
+
+def test_small_eval_sizes_shrink_the_heldout_compositions_and_keep_the_rest():
+    """``eval_sizes = "small"``: each held-out composition at its manifest's ``small_sizes``
+    (made by the training compositions' rule: every one of the 96 has them, and they are
+    smaller), the built-in held-out tasks as they are; the training tasks untouched."""
+    flags = {"tasks": "compact", "eval_tasks": "heldout-compositions+heldout-ops"}
+    train, full = task_sets(TrainConfig(**flags))
+    train_small, small = task_sets(TrainConfig(eval_sizes="small", **flags))
+    assert train_small == train
+    assert [t.name for t in small] == [t.name for t in full]
+    manifest = {e.name: e.metadata for e in load_embedded("heldout_compositions").entries}
+    assert len(manifest) == 96 and all(m["small_sizes"] for m in manifest.values())
+    for before, after in zip(full, small, strict=True):
+        if before.name in manifest:
+            assert after.sizes == {**before.sizes, **manifest[before.name]["small_sizes"]}
+            assert after.sizes["BATCH"] < before.sizes["BATCH"]
+        else:
+            assert after == before
+    with pytest.raises(ValueError, match="--eval-sizes must be one of full, small"):
+        TrainConfig(eval_sizes="tiny")  # type: ignore[arg-type]

@@ -65,6 +65,8 @@ def test_the_heldout_compositions_are_the_generators_with_the_writers_solutions(
         c = compose(random.Random(f"2:{r['index']}"), r["index"], 3, teachable=True)
         assert c.name == r["name"] and c.family == r["family"]
         assert c.source == (root / c.name / "task.py").read_text(), c.name
+        # ``--eval-sizes small``: the training compositions' rule (``Composition.small_sizes``)
+        assert r["small_sizes"] == c.small_sizes and c.small_sizes["BATCH"] < c.sizes["BATCH"]
         assert cpu_solution(c) == (root / c.name / "solution_cpu.py").read_text(), c.name
         cuda = (root / c.name / "solution_cuda_compact.py").read_text()
         assert cuda_solution(c) == cuda and check_candidate_source(cuda) == [], c.name

@@ -97,7 +97,10 @@ def _parser() -> argparse.ArgumentParser:
             "$CUDA_AGENT_KERNELBENCH)",
             "train_sizes": "'small': train each task that has one at its smaller GPU variant "
             "(SMALL_SIZES; the shipped compositions' manifest): more candidates fit the "
-            "sandbox's lanes at once; held-out tasks keep their sizes",
+            "sandbox's lanes at once",
+            "eval_sizes": "'small': evaluate each held-out task that has one at its smaller GPU "
+            "variant (the held-out compositions' manifest): on an 80 GB GPU beside the trainer "
+            "their full sizes (4 GiB inputs) run out of memory; KernelBench keeps its sizes",
             "model": "smollm2-135m-gguf (embedded), a hub id, a local directory or a .gguf file",
             "init_from": "start from another run's weights: RUN_DIR (its final adapter, else "
             "its last checkpoint) or an adapter directory; e.g. RL and an SFT-only control "

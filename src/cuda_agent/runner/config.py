@@ -56,9 +56,12 @@ class TrainConfig:
     eval_limit: int = 0  # most held-out tasks evaluated (0 = all)
     # the training tasks' problem sizes: "full" (their module's), or "small" (each task's smaller
     # GPU variant where it has one: ``SMALL_SIZES`` in its file, ``small_sizes`` in an embedded
-    # set's manifest): more of them fit beside each other in the sandbox's lanes. Held-out
-    # tasks are always evaluated at full size.
+    # set's manifest): more of them fit beside each other in the sandbox's lanes.
     train_sizes: Literal["full", "small"] = "full"
+    # the held-out tasks' problem sizes, the same choice: "small" evaluates the held-out
+    # compositions at the sizes their training counterparts train at (KernelBench problems and
+    # tasks without a smaller variant keep theirs)
+    eval_sizes: Literal["full", "small"] = "full"
     # the KernelBench checkout of ``kernelbench-l1-subset`` (empty: $CUDA_AGENT_KERNELBENCH)
     kernelbench: str = ""
     eval_train: bool = True  # also evaluate the training tasks before and after

@@ -21,8 +21,10 @@ A named set followed by ``:N`` is its first N tasks, in the set's own order (a f
 A task in both sets, by name or by source, is refused.
 
 With ``train_sizes = "small"`` each training task that has a smaller GPU variant
-(``Task.small_sizes``, or ``small_sizes`` in the embedded compositions' manifest) is trained
-on at those sizes (``Task.resized``); the held-out tasks keep theirs.
+(``Task.small_sizes``, or ``small_sizes`` in an embedded compositions' manifest) is trained
+on at those sizes (``Task.resized``); with ``eval_sizes = "small"`` each held-out task that has
+one is evaluated at them (the held-out compositions: their manifest's ``small_sizes``, made by
+the training compositions' rule). Otherwise every task keeps its module's sizes.
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ def at_small_sizes(tasks: list[Task]) -> list[Task]:
 
     shipped = {
         entry.task.source: entry.metadata["small_sizes"]
-        for entry in load_embedded("cpu_compositions").entries
+        for name in ("cpu_compositions", "heldout_compositions")
+        for entry in load_embedded(name).entries
         if entry.metadata.get("small_sizes")
     }
     resized = []
@@ -136,15 +139,17 @@ def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     train = load_set(config.tasks or "starter", config.kernelbench)
     if not config.eval_tasks and "builtin" in config.tasks.split("+"):
         train = [t for t in train if t.name not in HELDOUT]
-    if config.train_sizes == "small":
-        train = at_small_sizes(train)
     names = {t.name for t in heldout} & {t.name for t in train}
-    sources = {t.source for t in heldout} & {t.source for t in train}
+    sources = {t.source for t in heldout} & {t.source for t in train}  # (before any resizing)
     if names or sources:
         both = sorted(names) or sorted(t.name for t in train if t.source in sources)
         raise TaskSetError(
             f"the training and held-out task sets must not meet; in both: {', '.join(both)}"
         )
+    if config.train_sizes == "small":
+        train = at_small_sizes(train)
+    if config.eval_sizes == "small":
+        heldout = at_small_sizes(heldout)
     if config.eval_limit:
         heldout = heldout[: config.eval_limit]
     return train, heldout
