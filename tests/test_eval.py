@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks, task_from_source
 from cuda_agent.policy import Sample
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
@@ -129,6 +129,25 @@ def test_known_outcomes_give_exactly_the_expected_metrics(sandbox, tmp_path: Pat
     assert "## How sure: 95% bootstrap intervals over tasks" in md and "| pass_at_1 |" in md
     assert (tmp_path / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len((tmp_path / ROWS_FILE).read_text().splitlines()) == 3
+
+
+def test_answers_the_sandbox_could_not_judge_are_counted_apart(sandbox, tmp_path: Path) -> None:
+    """A task whose reference fails (its forward raises): relu's honest answers to it are
+    ``unjudged``, not the answers' failure; eval.json and the log count them."""
+    broken = task_from_source(
+        RELU.source.replace("return torch.relu(x)", "raise RuntimeError('broken reference')"),
+        name="broken_relu",
+    )
+    policy = ScriptedPolicy({"relu": [_answer(RELU)], "broken_relu": [_answer(RELU)]})
+    lines: list[str] = []
+    result = evaluate_tasks(policy, sandbox, [RELU, broken], samples=2, out_dir=tmp_path,
+                            model="scripted", log=lines.append)  # fmt: skip
+    rows = {r["task"]: r for r in result["per_task"]}
+    assert rows["broken_relu"]["status"] == "unjudged" and not rows["broken_relu"]["correct"]
+    assert (rows["broken_relu"]["samples_unjudged"], rows["relu"]["samples_unjudged"]) == (2, 0)
+    assert result["unjudged_samples"] == 2
+    assert any(line.startswith("2 of 4 samples unjudged") for line in lines)
+    assert any("broken_relu: unjudged (0/2 samples correct, 2 unjudged" in line for line in lines)
 
 
 def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(

@@ -148,8 +148,13 @@ def evaluate_tasks(
     finally:
         bar.close()
     rows = [done[n] for n in names]
-    result = {**summary(rows), "ci95": eval_intervals(rows), "per_task": rows, "config": config,
-              "seconds": spent}  # fmt: skip
+    unjudged = sum(row.get("samples_unjudged", 0) for row in rows)
+    if unjudged:
+        log(f"{unjudged} of {sum(row['samples'] for row in rows)} samples unjudged: the "
+            "sandbox's reference failed on them, alone too (see each episode's verdict); they "
+            "count as not correct here, so these figures are lower bounds")  # fmt: skip
+    result = {**summary(rows), "unjudged_samples": unjudged, "ci95": eval_intervals(rows),
+              "per_task": rows, "config": config, "seconds": spent}  # fmt: skip
     if out is not None:
         from .report import write_report
 
@@ -171,14 +176,21 @@ def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], st
     """A task's row (``cuda_agent.reward.TaskOutcome``'s fields and more) from its episodes,
     and the source of its best kernel (None when the best turn had no code). The best kernel
     is ``best_of`` the episodes; ``samples_correct`` and ``samples_fast_1`` count the episodes
-    whose best kernel (``best_outcome``) is correct, and correct with speedup > 1 (fast_1)."""
+    whose best kernel (``best_outcome``) is correct, and correct with speedup > 1 (fast_1);
+    ``samples_unjudged`` those with a turn the sandbox could not judge (``unjudged``: its
+    reference failed), counted as not correct."""
     best = best_of(episodes)
     outcomes = [best_outcome(e) for e in episodes]
+    unjudged = sum(
+        any(t.result is not None and t.result.status == "unjudged" for t in e.turns)
+        for e in episodes
+    )
     row: dict[str, Any] = {"task": task, "correct": False, "speedup_vs_eager": None,
                            "speedup_vs_compile": None, "samples": len(episodes),
                            "samples_correct": sum(o.correct for o in outcomes),
                            "samples_fast_1": int(sum(faster_than([o], "eager", 1.0)
-                                                     for o in outcomes))}  # fmt: skip
+                                                     for o in outcomes)),
+                           "samples_unjudged": unjudged}  # fmt: skip
     if best is None:  # no episode got as far as a turn
         row.update(best_reward=None, status="no_answer", flags=[], turns=0, best_turn=None,
                    stop_reason=episodes[0].stop_reason if episodes else "")  # fmt: skip
@@ -255,7 +267,8 @@ def _line(row: dict[str, Any]) -> str:
     verdict = "correct" if row["correct"] else row["status"]
     fast = row["speedup_vs_eager"]
     speed = f", {fast:.2f}x eager" if row["correct"] and fast is not None else ""
+    unjudged = f", {row['samples_unjudged']} unjudged" if row.get("samples_unjudged") else ""
     return (
         f"{row['task']}: {verdict}{speed} ({row['samples_correct']}/{row['samples']} samples "
-        f"correct, best reward {row['best_reward']})"
+        f"correct{unjudged}, best reward {row['best_reward']})"
     )

@@ -51,16 +51,23 @@ def run(ctx: Run, stage: str) -> None:
         decoding = decode_delta(decoding, ctx.policy.decode_stats())
         episodes = rollouts.mine.episodes
         record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
+        episodes, unjudged = judged(episodes)
+        record["unjudged_episodes"] = sum(D.gather(unjudged))
         if config.drop_uniform_groups:
             episodes, dropped = informative(episodes)
             record["dropped_groups"] = sum(D.gather(dropped))
         batch = collate(episodes)
         rows = D.gather(len(batch))
-        if any(rows) and not all(rows) and config.drop_uniform_groups:
-            # a process whose groups all carried no signal: the update needs rows on every
-            # process, so this step updates nothing anywhere (said in the record)
+        if (
+            any(rows)
+            and not all(rows)
+            and (config.drop_uniform_groups or record["unjudged_episodes"])
+        ):
+            # a process whose groups all carried no signal (or were all unjudged): the update
+            # needs rows on every process, so this step updates nothing anywhere (said in the
+            # record)
             rows = [0] * len(rows)
-            record["skip_reasons"] = ["a process had no informative group"]
+            record["skip_reasons"] = ["a process had no informative, judged group"]
         elif any(rows) and not all(rows):  # (every process has whole tasks: check())
             raise RuntimeError(
                 f"{stage} step {step + 1}: a process's episodes hold no generated token "
@@ -92,6 +99,21 @@ def run(ctx: Run, stage: str) -> None:
             f"pass {record['pass_rate']:.0%}, turns/episode {record['turns_per_episode']:.2f}"
         )
     ctx.finish_stage(stage)
+
+
+def judged(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
+    """The episodes none of whose turns the sandbox left ``unjudged`` (its reference failed, so
+    the turn's -1 is no verdict on the answer: trained on, it would push the policy away from
+    answers that may be right), their groups numbered from 0 again as ``collate`` wants them,
+    and how many were left out. A group keeps its judged members."""
+    kept = [
+        e
+        for e in episodes
+        if not any(t.result is not None and t.result.status == "unjudged" for t in e.turns)
+    ]
+    numbers = {g: n for n, g in enumerate(dict.fromkeys(e.group for e in kept))}
+    renumbered = [dataclasses.replace(e, group=numbers[e.group]) for e in kept]
+    return renumbered, len(episodes) - len(kept)
 
 
 def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:

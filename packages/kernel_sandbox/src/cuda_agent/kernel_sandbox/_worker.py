@@ -259,12 +259,14 @@ def main() -> None:
     from ._candidate.evaluate import prepare, run_job
     from ._reference.jobs import baseline as reference_baseline
     from ._reference.jobs import check as reference_check
+    from ._reference.jobs import expected as reference_expected
     from ._reference.trivial_answers import trivial_answers
     from ._reference.trivial_rule import trivial_rule
     from ._shared.device_exchange import provide as device_buffer
     from ._shared.protocol import (
         BaselineRequest,
         DeviceBufferRequest,
+        ExpectedRequest,
         Job,
         PrepareRequest,
         ReferenceCheck,
@@ -276,6 +278,7 @@ def main() -> None:
     # Jobs that run only task code (served by reference workers): (message, handler).
     task_jobs: dict[str, tuple[Any, Callable[[Any, Path, Sections], dict[str, Any]]]] = {
         "reference": (ReferenceCheck, reference_check),
+        "expected": (ExpectedRequest, reference_expected),
         "baseline": (BaselineRequest, reference_baseline),
         "validate": (TrivialAnswersRequest, trivial_answers),
         "trivial_rule": (TrivialRuleRequest, trivial_rule),
@@ -331,7 +334,7 @@ def main() -> None:
             if job.get("kind") in task_jobs:
                 message, handler = task_jobs[job["kind"]]
                 # A check runs inside the section of the candidate worker that asked for it.
-                gated = job["kind"] in ("baseline", "validate", "trivial_rule")
+                gated = job["kind"] in ("baseline", "validate", "trivial_rule", "expected")
                 sections = Sections(ask, tell) if gated else Sections()
                 try:
                     answer = handler(message.from_json(job), home, sections)

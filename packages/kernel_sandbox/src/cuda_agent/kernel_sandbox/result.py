@@ -7,7 +7,13 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-Status = Literal["ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected"]
+# ``unjudged``: no verdict on the candidate is possible because the trusted reference failed
+# (its inputs or forward raised, e.g. out of GPU memory, or its worker died) and failed alone
+# too, without the candidate's process beside it (``Sandbox.evaluate``): not the candidate's
+# fault, and not its success. A trainer leaves such an answer out of its update.
+Status = Literal[
+    "ok", "compile_error", "runtime_error", "timeout", "incorrect", "rejected", "unjudged"
+]
 STATUSES: tuple[Status, ...] = (
     "ok",
     "compile_error",
@@ -15,6 +21,7 @@ STATUSES: tuple[Status, ...] = (
     "timeout",
     "incorrect",
     "rejected",
+    "unjudged",
 )
 
 

@@ -122,6 +122,18 @@ def compose(report: dict[str, Any], broker: Broker, task: Task, backend: str) ->
     if trials:
         data["max_abs_error"] = max(t.max_abs_error for t in trials)
         data["max_rel_error"] = max(t.max_rel_error for t in trials)
+    unjudged = sorted(i for i, v in broker.record.items() if v.reference_failed is not None)
+    if unjudged and data.get("status") in ("runtime_error", "incorrect") and not data.get("flags"):
+        # The trusted reference worker failed on a check (the parent's own record, not the
+        # candidate's word): no verdict on the candidate. ``Sandbox.evaluate`` then tries again
+        # and finds whose doing it was.
+        first = broker.record[unjudged[0]].reference_failed
+        data.update(
+            status="unjudged",
+            message=f"the sandbox could not judge this candidate: the reference failed on "
+            f"check {unjudged[0]}: {first}",
+        )
+        data["extra"]["reference_failed_check"] = unjudged[0]
     verified = {i for i, verdict in broker.record.items() if verdict.passed}
     if data.get("status") == "ok" and not set(broker.job.required_checks(report)) <= verified:
         data.update(

@@ -124,7 +124,8 @@ def output_tolerances(rule: TrivialRule) -> list[list[float] | None] | None:
 
 def refusal(rule: TrivialRule, task: str, backend: str) -> EvalResult:
     """The verdict on every candidate for a task a trivial answer passes whatever the tolerance:
-    not judged (``runtime_error``, the task's fault), the rule and its findings in ``extra``."""
+    ``unjudged`` (the task's fault, not the candidate's), the rule and its findings in
+    ``extra``."""
     refused = [o for o in rule.outputs if o.refused]
     lines = [
         f"output {o.output}: {_pass(o.still_passing)} at atol={o.atol:g}, "
@@ -138,7 +139,7 @@ def refusal(rule: TrivialRule, task: str, backend: str) -> EvalResult:
         "says why):\n" + "\n".join(lines)
     )
     return EvalResult(
-        status="runtime_error",
+        status="unjudged",
         message=message,
         task=task,
         backend=backend,

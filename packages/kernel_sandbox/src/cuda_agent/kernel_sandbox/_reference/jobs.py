@@ -156,6 +156,18 @@ def _forward(
     return inputs, want
 
 
+def expected(request: Draw, home: Path, sections: Sections | None = None) -> dict[str, Any]:
+    """The reference's expected outputs of ``request``, computed and kept, nothing judged:
+    ``{"ok": True}``, or ``reference_failed`` (a message) when the task failed. (Run in a
+    correctness section of its own: ``sections``.)"""
+    with (sections or Sections()).correctness("expected"):
+        try:
+            _expected(request, home)
+        except _task_runtime.TaskFailure as exc:
+            return {"reference_failed": str(exc)}
+    return {"ok": True}
+
+
 def check(request: ReferenceCheck, home: Path, sections: Sections | None = None) -> dict[str, Any]:
     """Judge one trial. Returns ``passed``, the worst errors and a message; or
     ``reference_failed`` (a message) when the task itself failed, so no verdict is possible.

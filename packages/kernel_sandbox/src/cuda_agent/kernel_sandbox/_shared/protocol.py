@@ -231,6 +231,14 @@ class ReferenceCheck(Draw, _Request):
 
 
 @dataclass(frozen=True)
+class ExpectedRequest(Draw, _Request):
+    """Compute (and cache) the reference's expected outputs of one draw, judging nothing: the
+    parent's probe of whether the reference runs without the candidate's process beside it."""
+
+    kind = "expected"
+
+
+@dataclass(frozen=True)
 class BaselineRequest(Draw, _Request):
     """Time the eager reference and ``torch.compile`` of it, interleaved, on one draw."""
 
