@@ -147,6 +147,13 @@ class TrainConfig:
     # turn rewards are all equal carries no signal (its group advantages are zero; with GAE
     # only the critic's error), so it is left out of the update; a step with none updates nothing
     drop_uniform_groups: bool = False
+    # the RL stages' turn reward: "milestone" (the reference system's -1 / 1 / 2 / 3: fail,
+    # correct, faster than eager, faster than torch.compile) or "log_speedup"
+    # (reward.log_speedup_reward: clip(ln speedup over eager, -1, 1) for a correct answer, -2
+    # for a failed or malformed one). After a converged warm start most groups are all correct
+    # and fast alike, one milestone value each, so dynamic sampling drops them (3 of 4 on the
+    # H100, 2026-12-05); correct answers of different speed differ under log_speedup.
+    rl_reward: Literal["milestone", "log_speedup"] = "milestone"
     # The RL update's defaults are its typed configuration's (update_config.py), read from there.
     advantage: AdvantageKind = GroupAdvantage.kind  # the group kinds, or gae (with the critic)
     # credit across turns of the group advantages (Kevin's 0.4)

@@ -16,14 +16,15 @@ drawn from the same policy as local collection's, not the same draws.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from cuda_agent.agent import AgentConfig, RolloutBatch, SamplingParams, run_episodes
-from cuda_agent.kernel_sandbox import Task
+from cuda_agent.kernel_sandbox import EvalResult, Task
 from cuda_agent.policy import Policy, PolicyConfig
+from cuda_agent.reward import MilestoneValues, milestone_reward
 
 
 def trainable_state(policy: Policy) -> dict[str, torch.Tensor]:
@@ -57,10 +58,18 @@ class RolloutActor:
         return len(state)
 
     def collect(
-        self, tasks: Sequence[Task], sampling: SamplingParams, config: AgentConfig
+        self,
+        tasks: Sequence[Task],
+        sampling: SamplingParams,
+        config: AgentConfig,
+        reward_fn: Callable[[EvalResult], float] = milestone_reward,
+        malformed_reward: float = MilestoneValues().fail,
     ) -> RolloutBatch:
         self.policy.eval()
-        return run_episodes(self.policy, self.sandbox, tasks, sampling, config)
+        return run_episodes(
+            self.policy, self.sandbox, tasks, sampling, config,
+            reward_fn=reward_fn, malformed_reward=malformed_reward,
+        )  # fmt: skip
 
 
 class RayRollouts:
@@ -86,8 +95,11 @@ class RayRollouts:
         tasks: Sequence[Task],
         sampling: SamplingParams,
         config: AgentConfig,
+        reward_fn: Callable[[EvalResult], float] = milestone_reward,
+        malformed_reward: float = MilestoneValues().fail,
     ) -> RolloutBatch:
-        """The episodes of ``tasks`` with ``policy``'s current weights, spread over the actors."""
+        """The episodes of ``tasks`` with ``policy``'s current weights, spread over the actors,
+        each turn scored by ``reward_fn`` (``malformed_reward`` for an answer without code)."""
         ray = self.ray
         state = ray.put(trainable_state(policy))
         ray.get([a.load.remote(state) for a in self.actors])
@@ -99,7 +111,12 @@ class RayRollouts:
             if share:
                 seed = None if sampling.seed is None else sampling.seed + k
                 part = dataclasses.replace(sampling, seed=seed)
-                calls.append((bounds[k], actor.collect.remote(share, part, config)))
+                calls.append(
+                    (
+                        bounds[k],
+                        actor.collect.remote(share, part, config, reward_fn, malformed_reward),
+                    )
+                )
         episodes: list[Any] = []
         seconds: dict[str, float] = {}
         evaluations = 0

@@ -46,7 +46,9 @@ def run(ctx: Run, stage: str) -> None:
         tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
         decoding = ctx.policy.decode_stats()
-        rollouts = collect_split(ctx, tasks, config.group_size, turns, seed)
+        rollouts = collect_split(
+            ctx, tasks, config.group_size, turns, seed, reward=config.rl_reward
+        )
         rollout_s = time.perf_counter() - started
         decoding = decode_delta(decoding, ctx.policy.decode_stats())
         episodes = rollouts.mine.episodes

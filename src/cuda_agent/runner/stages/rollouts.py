@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from cuda_agent.agent import (
@@ -20,8 +21,14 @@ from cuda_agent.agent import (
     best_outcome,
     run_episodes,
 )
-from cuda_agent.kernel_sandbox import Task
-from cuda_agent.reward import faster_than, pass_rate
+from cuda_agent.kernel_sandbox import EvalResult, Task
+from cuda_agent.reward import (
+    MilestoneValues,
+    faster_than,
+    log_speedup_reward,
+    milestone_reward,
+    pass_rate,
+)
 
 from .. import distributed as D
 from ..context import Run
@@ -34,6 +41,20 @@ def pick_tasks(ctx: Run, stage: str, step: int, count: int) -> list[Task]:
     return [tasks[i] for i in rng.sample(range(len(tasks)), min(count, len(tasks)))]
 
 
+# A malformed answer's reward under log_speedup: its failure value (a failed evaluation's)
+LOG_SPEEDUP_FAILURE = -2.0
+
+
+def scoring(reward: str) -> tuple[Callable[[EvalResult], float], float]:
+    """The turn reward function ``TrainConfig.rl_reward`` names, and the reward of a malformed
+    answer under it (the function's failure value)."""
+    if reward == "log_speedup":
+        return partial(log_speedup_reward, failure=LOG_SPEEDUP_FAILURE), LOG_SPEEDUP_FAILURE
+    if reward == "milestone":
+        return milestone_reward, MilestoneValues().fail
+    raise ValueError(f"unknown reward {reward!r}: milestone or log_speedup")
+
+
 def collect(
     ctx: Run,
     tasks: Sequence[Task],
@@ -41,7 +62,10 @@ def collect(
     turns: int,
     seed: int,
     temperature: float | None = None,
+    reward: str = "milestone",
 ) -> RolloutBatch:
+    """Episodes of ``tasks`` with the policy's current weights, each turn scored by the reward
+    ``reward`` names (``scoring``)."""
     config = ctx.config
     sampling = SamplingParams(
         n=samples,
@@ -50,10 +74,14 @@ def collect(
         seed=seed,
     )
     agent = AgentConfig(max_turns=turns, history=config.history)
+    reward_fn, malformed = scoring(reward)
     if ctx.rollouts is not None:  # on Ray actors, with the policy's current weights
-        return ctx.rollouts.collect(ctx.policy, tasks, sampling, agent)
+        return ctx.rollouts.collect(ctx.policy, tasks, sampling, agent, reward_fn, malformed)
     ctx.policy.eval()
-    return run_episodes(ctx.policy, ctx.sandbox, tasks, sampling, agent)
+    return run_episodes(
+        ctx.policy, ctx.sandbox, tasks, sampling, agent,
+        reward_fn=reward_fn, malformed_reward=malformed,
+    )  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -74,6 +102,7 @@ def collect_split(
     turns: int,
     seed: int,
     temperature: float | None = None,
+    reward: str = "milestone",
 ) -> SplitBatch:
     """``collect`` over the processes: each one collects its contiguous part of ``tasks``
     (``distributed.share``, with the same seed: one process's batch of the same tasks is the
@@ -81,11 +110,11 @@ def collect_split(
     actors (which have its weights: the policy is replicated) and each process takes its part."""
     start, end = D.bounds(len(tasks))
     if D.world_size() == 1:
-        batch = collect(ctx, tasks, samples, turns, seed, temperature)
+        batch = collect(ctx, tasks, samples, turns, seed, temperature, reward)
         return SplitBatch(batch, [batch], list(batch.episodes))
     if ctx.config.ray_rollout_workers:  # (rank 0 holds the actors)
         whole = D.broadcast(
-            collect(ctx, tasks, samples, turns, seed, temperature) if D.is_main() else None
+            collect(ctx, tasks, samples, turns, seed, temperature, reward) if D.is_main() else None
         )
         assert whole is not None
         mine = [
@@ -94,7 +123,7 @@ def collect_split(
             if start <= e.group < end
         ]
         return SplitBatch(dataclasses.replace(whole, episodes=mine), [whole], whole.episodes)
-    batch = collect(ctx, list(tasks[start:end]), samples, turns, seed, temperature)
+    batch = collect(ctx, list(tasks[start:end]), samples, turns, seed, temperature, reward)
     parts = D.gather(batch)
     offsets = D.gather(start)
     episodes = [
