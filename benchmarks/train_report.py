@@ -21,10 +21,13 @@ control (warm start alone, for as long as this run trained): each block then als
 control against the warm start and RL's paired gain over the control (``rl_over_control``).
 ``--warm RUN_DIR`` names the warm-start-only run that this run (and the control) started from
 (``cuda-agent train --init-from RUN_DIR``): its final held-out evaluation is the warm-start
-point, and ``warmstart_run`` says how it was trained.
+point, and ``warmstart_run`` says how it was trained. ``--warm-point before`` takes the
+warm-start point from this run's own evaluation before training instead (``--eval-before
+true`` in a run started from the warm start's weights: the same weights, evaluated the way
+RL's run and the control are, e.g. at ``--eval-sizes small``).
 
     python benchmarks/train_report.py RL_RUN OUT.json --wall-s S --learning LEARNING.json \
-        --warm WARM_RUN --control CONTROL_RUN
+        --warm WARM_RUN --control CONTROL_RUN [--warm-point before]
 """
 
 from __future__ import annotations
@@ -187,11 +190,21 @@ def main() -> None:
         help="the warm-start-only run this run started from (--init-from): its final held-out "
         "evaluation is the warm-start point",
     )
+    parser.add_argument(
+        "--warm-point",
+        choices=("warmstart", "before"),
+        default="warmstart",
+        help="where the warm-start point is: after the warm start (this run's, or --warm's "
+        "final evaluation), or this run's evaluation before training (a run started from the "
+        "warm start's weights with --eval-before true)",
+    )
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
     records = read_records(args.run_dir)
     evals = {r["stage"]: r for r in records if r["stage"].endswith(EVAL_POINTS)}
-    if args.warm:  # the warm start is another run's end (this run started from its weights)
+    if args.warm_point == "before":  # this run's own weights before training are the warm start
+        evals["heldout_warmstart"] = evals["heldout_before"]
+    elif args.warm:  # the warm start is another run's end (this run started from its weights)
         warm_evals = {r["stage"]: r for r in read_records(args.warm)}
         evals["heldout_warmstart"] = warm_evals["heldout_after"]
     # The device's copy of the tree may carry an older .git: the caller names the commit.
@@ -235,8 +248,11 @@ def main() -> None:
         figure = learning(report)
         # the gain of RL over the warm start, paired over the held-out tasks, with its interval
         if args.warm:
-            warm = evaluation(args.warm, "heldout_after")
             figure["warmstart_run"] = control_summary(args.warm)
+        if args.warm_point == "before":
+            warm = evaluation(args.run_dir, "heldout_before")
+        elif args.warm:
+            warm = evaluation(args.warm, "heldout_after")
         else:
             warm = evaluation(args.run_dir, "heldout_warmstart")
         after = evaluation(args.run_dir, "heldout_after")

@@ -138,3 +138,27 @@ def test_a_warm_start_run_of_its_own_is_the_warm_start_point(tmp_path):
     assert got["heldout_after_warmstart"]["pass_rate"] == pytest.approx(1 / 6)
     assert got["warmstart_run"]["warmstart_steps"] == 40
     assert got["rl_steps"] == 5
+
+
+def test_the_warm_start_point_may_be_the_runs_own_evaluation_before_training(tmp_path):
+    """``--warm-point before``: a run started from the warm start's weights evaluated them
+    before training (as it evaluates after): that is the point, not --warm's own evaluation."""
+    warm = _run(tmp_path / "warm", {"after": _rows([2, 0, 0, 0, 0, 0])}, {"warmstart": 40})
+    rl = _run(
+        tmp_path / "rl",
+        {"before": _rows([3, 1, 0, 0, 0, 0]), "after": _rows([4, 4, 4, 0, 0, 0])},
+        {"warmstart": 0, "rl": 5},
+    )
+    learning = tmp_path / "learning.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
+         "--learning", str(learning), "--warm", str(warm), "--warm-point", "before"],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(learning.read_text())
+    ops = got["heldout_ops"]
+    assert ops["after_warmstart"]["pass_at_1"] == pytest.approx(4 / 24)
+    assert ops["gain"]["pass_at_1"] == pytest.approx(8 / 24)
+    assert got["heldout_after_warmstart"]["pass_rate"] == pytest.approx(2 / 6)
+    assert got["warmstart_run"]["warmstart_steps"] == 40
