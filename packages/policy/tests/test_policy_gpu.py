@@ -102,3 +102,16 @@ def test_critic_and_optimizer_step_on_the_gpu_in_bf16() -> None:
     assert policy_opt.step()["grad_norm"] > 0
     after = policy.token_logprobs(prompts, RESPONSES).logprobs.detach()
     assert not torch.equal(before, after)
+
+
+def test_release_memory_gives_the_allocators_reserve_back_to_the_gpu() -> None:
+    """What the trainer leaves reserved after a step goes back before the sandbox needs the
+    GPU: reserved falls to about what is allocated, and the bytes given back are said."""
+    policy = _policy()
+    scratch = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # 256 MiB, then freed
+    del scratch
+    reserved = torch.cuda.memory_reserved()
+    assert reserved - torch.cuda.memory_allocated() >= 256 << 20
+    got = policy.release_memory()
+    assert got["released"] >= 256 << 20 and got["reserved"] <= reserved - (256 << 20)
+    assert got["allocated"] == torch.cuda.memory_allocated() > 0  # the model stays

@@ -193,3 +193,11 @@ def test_sharded_training_steps_like_one_process_on_the_whole_batch(
 def test_shard_needs_a_process_group(make_policy: Any) -> None:
     with pytest.raises(RuntimeError, match="process group"):
         make_policy().shard()
+
+
+def test_release_memory_is_nothing_on_the_cpu(make_policy: Any) -> None:
+    """Off CUDA there is no device allocator to give back: zeros, and the policy works on."""
+    policy = make_policy()
+    assert policy.release_memory() == {"allocated": 0, "reserved": 0, "released": 0}
+    [[sample]] = policy.generate([[1, 5, 9]], n=1, max_new_tokens=2, temperature=0.0)
+    assert sample.response_ids

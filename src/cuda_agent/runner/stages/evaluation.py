@@ -61,6 +61,7 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     )
     out = ctx.run_dir / "eval" / name
     result: dict[str, Any] | None = None
+    memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
     if D.world_size() == 1:
         # one greedy generate over every task (on the CPU a wide batch is the cheapest per
         # token), then every verdict
@@ -93,6 +94,7 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     summary["tasks"] = [row["task"] for row in result["per_task"]]
     statuses = [row.get("status", "") for row in result["per_task"]]
     summary["statuses"] = {k: statuses.count(k) for k in sorted(set(statuses))}
+    summary["policy_gpu_bytes"] = memory  # what the trainer held on its device meanwhile
     summary["per_task_reward"] = {row["task"]: row.get("best_reward") for row in result["per_task"]}
     # where this invocation's evaluation time went (the rows resumed from disk took none)
     spent = result.get("seconds", {})

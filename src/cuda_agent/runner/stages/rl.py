@@ -45,6 +45,7 @@ def run(ctx: Run, stage: str) -> None:
         started = time.perf_counter()
         tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
+        memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
         decoding = ctx.policy.decode_stats()
         rollouts = collect_split(
             ctx, tasks, config.group_size, turns, seed, reward=config.rl_reward
@@ -53,6 +54,7 @@ def run(ctx: Run, stage: str) -> None:
         decoding = decode_delta(decoding, ctx.policy.decode_stats())
         episodes = rollouts.mine.episodes
         record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
+        record["policy_gpu_bytes"] = memory  # what the trainer held during the rollouts
         episodes, unjudged = judged(episodes)
         record["unjudged_episodes"] = sum(D.gather(unjudged))
         if config.drop_uniform_groups:

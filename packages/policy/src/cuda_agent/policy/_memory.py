@@ -1,4 +1,5 @@
-"""How much freed CPU memory the process keeps: glibc malloc's mmap threshold.
+"""How much freed memory the process keeps: glibc malloc's mmap threshold (CPU), and the CUDA
+caching allocator's reserve (``release_device_memory``).
 
 torch's CPU tensors are plain ``malloc`` blocks. glibc serves a block of at least its mmap
 threshold with a mapping of its own, unmapped (returned to the system) when freed, and smaller
@@ -21,6 +22,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+
+import torch
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 CPU_MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value
@@ -48,3 +51,21 @@ def fix_cpu_mmap_threshold(threshold: int = CPU_MMAP_THRESHOLD) -> bool:
         return False
     _fixed = threshold
     return True
+
+
+def release_device_memory(device: torch.device) -> dict[str, int]:
+    """Give the CUDA caching allocator's reserve on ``device`` (blocks no tensor uses) back to
+    the GPU, which the sandbox's workers share with the trainer: after the warm start's steps
+    the trainer's process held 13.96 GiB while a held-out evaluation ran out of memory in the
+    reference worker (H100 80 GB, 2026-12-05). Returns the bytes allocated and reserved after,
+    and the bytes given back; zeros off CUDA."""
+    if device.type != "cuda" or not torch.cuda.is_initialized():
+        return {"allocated": 0, "reserved": 0, "released": 0}
+    before = torch.cuda.memory_reserved(device)
+    torch.cuda.empty_cache()
+    after = torch.cuda.memory_reserved(device)
+    return {
+        "allocated": torch.cuda.memory_allocated(device),
+        "reserved": after,
+        "released": before - after,
+    }

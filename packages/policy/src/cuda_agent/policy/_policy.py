@@ -39,7 +39,7 @@ from cuda_agent.policy._loading import (
     wrap_with_lora,
 )
 from cuda_agent.policy._local_model import LocalModel
-from cuda_agent.policy._memory import fix_cpu_mmap_threshold
+from cuda_agent.policy._memory import fix_cpu_mmap_threshold, release_device_memory
 from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._persistence import PersistenceMixin
 from cuda_agent.policy._sampling import Sample, build_sample
@@ -283,6 +283,12 @@ class Policy(PersistenceMixin):
             for row, ids, lps in zip(rows, new_tokens.tolist(), logprobs.tolist(), strict=True)
         ]
         return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
+
+    def release_memory(self) -> dict[str, int]:
+        """The device allocator's unused reserve given back (``_memory.release_device_memory``):
+        call it before other processes need the GPU (the sandbox's workers). Bytes allocated,
+        reserved and released; zeros on the CPU."""
+        return release_device_memory(self.device)
 
     def decode_stats(self) -> dict[str, float]:
         """The static-cache decoder's counters (`DecodeStats`): calls, new shapes and the
