@@ -83,3 +83,19 @@ def test_an_honest_candidate_of_the_same_task_is_judged_as_ever(sandbox):
     result = sandbox.evaluate(_task(NEEDS_LOCK, "lock_reference"), RELU.solutions["cpu"])
     assert result.status == "ok", result.message
     assert "judged_again" not in result.extra
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_reference_that_fails_alone_too_leaves_the_candidate_unjudged():
+    """The same rule on the CUDA backend, with several lanes: the rerun restarts the lane's
+    workers on the GPU and the probe runs in a fresh reference worker there."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    config = SandboxConfig(backend="cuda", workers=1, lanes_per_gpu=2, time_compile=False)
+    with Sandbox(config) as sandbox:
+        broken = sandbox.evaluate(_task(BROKEN, "broken_reference"), RELU.solutions["cuda"])
+        honest = sandbox.evaluate(RELU, RELU.solutions["cuda"])
+    assert broken.status == "unjudged", broken.message
+    assert broken.extra["judged_again"].startswith("the reference failed alone too")
+    assert honest.status == "ok", honest.message
