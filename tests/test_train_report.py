@@ -63,6 +63,11 @@ def _report(tmp_path: Path, *extra: str, calls: int = 0) -> dict:
     if calls:  # a learning run's record of its device calls (benchmarks/gpu/learning_run.py)
         book = {"calls": [{"call": k + 1} for k in range(calls)]}
         (rl / "learning_run.json").write_text(json.dumps(book))
+    return _learning(tmp_path, rl, *extra)
+
+
+def _learning(tmp_path: Path, rl: Path, *extra: str) -> dict:
+    """learning.json of ``train_report.py`` on the run ``rl`` with ``extra`` arguments."""
     learning = tmp_path / "learning.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
@@ -122,14 +127,7 @@ def test_a_warm_start_run_of_its_own_is_the_warm_start_point(tmp_path):
     warm = _run(tmp_path / "warm", {"after": _rows([2, 0, 0, 0, 0, 0])}, {"warmstart": 40})
     rl = _run(tmp_path / "rl", {"after": _rows([4, 4, 4, 0, 0, 0])}, {"warmstart": 0, "rl": 5})
     control = _run(tmp_path / "control", {"after": _rows([4, 0, 0, 0, 0, 0])}, {"warmstart": 9})
-    learning = tmp_path / "learning.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
-         "--learning", str(learning), "--warm", str(warm), "--control", str(control)],
-        capture_output=True, text=True, check=False, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(learning.read_text())
+    got = _learning(tmp_path, rl, "--warm", str(warm), "--control", str(control))
     ops = got["heldout_ops"]
     assert ops["after_warmstart"]["pass_at_1"] == pytest.approx(2 / 24)
     assert ops["gain"]["pass_at_1"] == pytest.approx(10 / 24)
@@ -149,14 +147,7 @@ def test_the_warm_start_point_may_be_the_runs_own_evaluation_before_training(tmp
         {"before": _rows([3, 1, 0, 0, 0, 0]), "after": _rows([4, 4, 4, 0, 0, 0])},
         {"warmstart": 0, "rl": 5},
     )
-    learning = tmp_path / "learning.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "train.json"), "--wall-s", "60",
-         "--learning", str(learning), "--warm", str(warm), "--warm-point", "before"],
-        capture_output=True, text=True, check=False, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(learning.read_text())
+    got = _learning(tmp_path, rl, "--warm", str(warm), "--warm-point", "before")
     ops = got["heldout_ops"]
     assert ops["after_warmstart"]["pass_at_1"] == pytest.approx(4 / 24)
     assert ops["gain"]["pass_at_1"] == pytest.approx(8 / 24)
