@@ -123,10 +123,11 @@ def compose(report: dict[str, Any], broker: Broker, task: Task, backend: str) ->
         data["max_abs_error"] = max(t.max_abs_error for t in trials)
         data["max_rel_error"] = max(t.max_rel_error for t in trials)
     unjudged = sorted(i for i, v in broker.record.items() if v.reference_failed is not None)
-    if unjudged and data.get("status") in ("runtime_error", "incorrect") and not data.get("flags"):
+    failed = any(not v.passed and v.reference_failed is None for v in broker.record.values())
+    if unjudged and not failed and data.get("status") == "runtime_error" and not data.get("flags"):
         # The trusted reference worker failed on a check (the parent's own record, not the
-        # candidate's word): no verdict on the candidate. ``Sandbox.evaluate`` then tries again
-        # and finds whose doing it was.
+        # candidate's word), and no judged check failed: no verdict on the candidate.
+        # ``Sandbox.evaluate`` then tries again and finds whose doing it was.
         first = broker.record[unjudged[0]].reference_failed
         data.update(
             status="unjudged",
