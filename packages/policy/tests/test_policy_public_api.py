@@ -49,6 +49,7 @@ POLICY_MEMBERS: dict[str, list[str] | None] = {
     "load": ["config"],
     "load_adapter": ["self", "path"],
     "optimizer": ["self", "lr", "kwargs"],
+    "release_memory": ["self"],
     "save": ["self", "path"],
     "shard": ["self"],
     "sharded": None,
