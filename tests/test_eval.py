@@ -19,7 +19,10 @@ from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks, tas
 from cuda_agent.policy import Sample
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
+from cuda_agent.runner.config import TrainConfig
+from cuda_agent.runner.eval.command import EvalOptions, tasks_of
 from cuda_agent.runner.eval.evaluate import ROWS_FILE, EvaluationError, evaluate_tasks
+from cuda_agent.runner.task_sets import task_sets
 from cuda_agent.runner.testing import run_cli
 
 TASKS = {t.name: t for t in builtin_tasks()}
@@ -261,6 +264,7 @@ def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys, monk
         ),
         (["--tasks", "builtin", "--endpoint", f"http://127.0.0.1:{port}/v1"], f"{port}"),
         (["--tasks", "builtin", "--backend", "tpu"], "--backend must be"),
+        (["--tasks", "builtin", "--sizes", "tiny"], "--sizes must be full or small"),
         (["--tasks", "kernelbench-l1-subset"], "pass --kernelbench DIR or set CUDA_AGENT_KERNELB"),
         (["--tasks", "kernelbench-l1-subset", "--kernelbench", str(tmp_path)], "no KernelBench"),
     ]
@@ -268,3 +272,17 @@ def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys, monk
         assert main(["eval", "--quiet", *args]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("cuda-agent: ") and message in err and err.count("\n") == 1, err
+
+
+def test_small_sizes_evaluate_the_heldout_compositions_as_training_evaluates_them() -> None:
+    """``--sizes small``: the held-out compositions at their manifest's ``small_sizes`` (the
+    tasks ``cuda-agent train --eval-sizes small`` evaluates), built-in tasks as they are."""
+    spec = "heldout-compositions:3+heldout-ops:2"
+    full = tasks_of(EvalOptions(tasks=spec))
+    small = tasks_of(EvalOptions(tasks=spec, sizes="small"))
+    train = TrainConfig(tasks="compact", eval_tasks=spec, eval_sizes="small")
+    assert small == task_sets(train)[1]
+    assert [t.name for t in small] == [t.name for t in full]
+    pairs = zip(small[:3], full[:3], strict=True)
+    assert all(t.sizes["BATCH"] < f.sizes["BATCH"] for t, f in pairs)
+    assert small[3:] == full[3:]

@@ -177,6 +177,9 @@ def _eval_parser(sub: Any) -> None:
         "backend": "sandbox backend: cpu, cuda or auto (cuda when a GPU is visible)",
         "time_compile": "time torch.compile too (default: only on CUDA)",
         "batch": "tasks that share one batch of episodes",
+        "sizes": "'small': each task at its smaller GPU variant where it has one (the shipped "
+        "compositions' small_sizes, a task file's SMALL_SIZES), as `train --eval-sizes small`; "
+        "'full': the module's sizes",
     }
     for field in dataclasses.fields(EvalOptions):
         flag = "--" + field.name.replace("_", "-")

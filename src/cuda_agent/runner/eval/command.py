@@ -38,10 +38,13 @@ class EvalOptions:
     time_compile: bool = False  # False = the sandbox's default (timed on CUDA only)
     seed: int = 0
     batch: int = 4
+    sizes: str = "full"  # "small": each task at its smaller GPU variant where it has one
 
     def __post_init__(self) -> None:
         if self.backend not in get_args(Backend):
             raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
+        if self.sizes not in ("full", "small"):
+            raise ValueError(f"--sizes must be full or small, not {self.sizes!r}")
 
 
 def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
@@ -59,6 +62,15 @@ def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
                 f"no task file or directory {part} (or name a set: {', '.join(sorted(named))})"
             )
     return load_set("+".join("builtin" if p == "all" else p for p in parts), kernelbench)
+
+
+def tasks_of(options: EvalOptions) -> list[Task]:
+    """The tasks ``options`` name, at their smaller GPU variants with ``sizes="small"`` (as
+    ``cuda-agent train --eval-sizes small`` evaluates them: ``task_sets.at_small_sizes``)."""
+    from ..task_sets import at_small_sizes
+
+    tasks = eval_tasks_from(options.tasks, options.kernelbench)
+    return at_small_sizes(tasks) if options.sizes == "small" else tasks
 
 
 def load_policy(options: EvalOptions) -> tuple[Any, str]:
@@ -107,7 +119,7 @@ def run_eval(
 
     started = time.perf_counter()
 
-    tasks = eval_tasks_from(options.tasks, options.kernelbench)
+    tasks = tasks_of(options)
     policy, name = load_policy(options)
     out = Path(options.out or time.strftime("runs/eval-%Y%m%d-%H%M%S"))
     config = SandboxConfig(
