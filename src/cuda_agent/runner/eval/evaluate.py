@@ -181,10 +181,7 @@ def task_row(task: str, episodes: Sequence[Episode]) -> tuple[dict[str, Any], st
     reference failed), counted as not correct."""
     best = best_of(episodes)
     outcomes = [best_outcome(e) for e in episodes]
-    unjudged = sum(
-        any(t.result is not None and t.result.status == "unjudged" for t in e.turns)
-        for e in episodes
-    )
+    unjudged = sum(e.unjudged for e in episodes)
     row: dict[str, Any] = {"task": task, "correct": False, "speedup_vs_eager": None,
                            "speedup_vs_compile": None, "samples": len(episodes),
                            "samples_correct": sum(o.correct for o in outcomes),

@@ -110,14 +110,8 @@ def judged(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
     the turn's -1 is no verdict on the answer: trained on, it would push the policy away from
     answers that may be right), their groups numbered from 0 again as ``collate`` wants them,
     and how many were left out. A group keeps its judged members."""
-    kept = [
-        e
-        for e in episodes
-        if not any(t.result is not None and t.result.status == "unjudged" for t in e.turns)
-    ]
-    numbers = {g: n for n, g in enumerate(dict.fromkeys(e.group for e in kept))}
-    renumbered = [dataclasses.replace(e, group=numbers[e.group]) for e in kept]
-    return renumbered, len(episodes) - len(kept)
+    kept = [e for e in episodes if not e.unjudged]
+    return _renumbered(kept), len(episodes) - len(kept)
 
 
 def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
@@ -133,10 +127,14 @@ def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
     padded = torch.tensor([r + [r[0]] * (width - len(r)) for r in rewards], dtype=torch.float64)
     keep = informative_groups(padded).tolist() if rewards else []
     kept = [members for members, k in zip(groups.values(), keep, strict=True) if k]
-    renumbered = [
-        dataclasses.replace(e, group=number) for number, members in enumerate(kept) for e in members
-    ]
-    return renumbered, len(groups) - len(kept)
+    return _renumbered([e for members in kept for e in members]), len(groups) - len(kept)
+
+
+def _renumbered(episodes: Sequence[Episode]) -> list[Episode]:
+    """``episodes`` with their groups numbered 0, 1, ... in order of first appearance, as
+    ``collate`` wants them after groups or members were left out."""
+    numbers = {g: n for n, g in enumerate(dict.fromkeys(e.group for e in episodes))}
+    return [dataclasses.replace(e, group=numbers[e.group]) for e in episodes]
 
 
 def _micro_batches(rows: int, micro: int, updates: int) -> int:

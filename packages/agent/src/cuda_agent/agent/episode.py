@@ -85,6 +85,12 @@ class Episode:
         return None if self.best_turn is None else self.turns[self.best_turn].reward
 
     @property
+    def unjudged(self) -> bool:
+        """Whether the sandbox left a turn ``unjudged`` (its reference failed): that turn's
+        reward is no verdict on the answer."""
+        return any(t.result is not None and t.result.status == "unjudged" for t in self.turns)
+
+    @property
     def n_tokens(self) -> int:
         """Tokens the episode's sequences hold (what its budget counts)."""
         return sum(len(t.context_ids) + len(t.response_ids) for t in self.turns)
