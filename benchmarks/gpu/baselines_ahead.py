@@ -4,9 +4,12 @@ GPU), into ``CUDA_AGENT_CACHE``. A learning run that starts later on the same ma
 same cache finds them kept and spends no step on them.
 
     python benchmarks/gpu/baselines_ahead.py OUT.json SET [SET ...] [--lanes N] [--backend B]
+        [--sizes small]
 
 SET is any ``--tasks`` value of ``cuda-agent train`` (``compact+synth``,
-``heldout-compositions:32``, a directory). Writes the statuses' counts, the seconds, the
+``heldout-compositions:32``, a directory). ``--sizes small`` measures each task at its smaller
+GPU variant, as ``train --train-sizes small`` / ``--eval-sizes small`` judge it (the cache is
+keyed by sizes, so the run finds exactly these). Writes the statuses' counts, the seconds, the
 failed tasks and the provenance to OUT.json.
 """
 
@@ -24,7 +27,7 @@ import torch
 from provenance import provenance
 
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
-from cuda_agent.runner.task_sets import load_set
+from cuda_agent.runner.task_sets import at_small_sizes, load_set
 
 
 def main() -> None:
@@ -33,8 +36,11 @@ def main() -> None:
     parser.add_argument("sets", nargs="+")
     parser.add_argument("--lanes", type=int, default=0, help="lanes per GPU (0: auto)")
     parser.add_argument("--backend", default="cuda")
+    parser.add_argument("--sizes", choices=("full", "small"), default="full")
     args = parser.parse_args()
     tasks = [task for source in args.sets for task in load_set(source)]
+    if args.sizes == "small":
+        tasks = at_small_sizes(tasks)
     unique = list({task.digest: task for task in tasks}.values())
     started = time.perf_counter()
     config = SandboxConfig(backend=args.backend, lanes_per_gpu=args.lanes or "auto")
@@ -44,6 +50,7 @@ def main() -> None:
     seconds = time.perf_counter() - started
     report = {
         "sets": args.sets,
+        "sizes": args.sizes,
         "tasks": len(unique),
         "lanes_per_gpu": lanes,
         "statuses": dict(Counter(s.status for s in statuses)),
@@ -51,7 +58,9 @@ def main() -> None:
         "failed": {s.task: s.message for s in statuses if s.status == "failed"},
         **provenance(
             "baselines_ahead",
-            "python benchmarks/gpu/baselines_ahead.py OUT " + " ".join(args.sets),
+            "python benchmarks/gpu/baselines_ahead.py OUT "
+            + " ".join(args.sets)
+            + f" --sizes {args.sizes}",
             torch.cuda.device_count() if args.backend == "cuda" else 0,
         ),
     }
