@@ -215,14 +215,21 @@ def main() -> None:
         ).stdout.strip()
     )
     seconds = stage_seconds(records)
+    # Reported off the device (the run's files fetched here): the device's own report of the
+    # run, when it wrote one into the run directory, names the GPU and torch it ran on.
+    ran_on = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+              "torch": torch.__version__}  # fmt: skip
+    device_report = args.run_dir / "learning.json"
+    if ran_on["gpu"] is None and device_report.is_file():
+        written = json.loads(device_report.read_text())
+        ran_on = {k: written.get(k) or ran_on[k] for k in ran_on}
     report = {
         "benchmark": f"train_{args.label}",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": args.command,
         "commit": commit or None,
         "machine": args.machine or f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-        "torch": torch.__version__,
+        **ran_on,
         "model": Path(config["model"]).name,
         "backend": config["backend"],
         "max_new_tokens": config["max_new_tokens"],

@@ -55,7 +55,13 @@ UNITS = [
     "rl step 3/3",
     "heldout_after",
 ]
-VOLATILE = ("seconds", "tokens_per_s", "evaluations_per_min", "sandbox_windows")
+VOLATILE = (
+    "seconds",
+    "tokens_per_s",
+    "evaluations_per_min",
+    "sandbox_jobs_per_min",
+    "sandbox_windows",
+)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ on. The policy is scripted (per-turn answers, as real tokens of the byte-level t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,3 +259,23 @@ def test_micro_batches_take_turns_and_give_the_verdicts_of_one_batch(sandbox):
             named = ["relu" if "task `relu`" in p else "add_mul" for p in policy.prompts]
             assert named == ["relu", "add_mul", "relu", "add_mul"]
     assert outcomes[1] == outcomes[2]
+
+
+def test_identical_answers_to_one_task_share_one_verdict_and_other_tasks_do_not(sandbox):
+    # A group whose samples agree is one program: judged once, the copies marked as shared, so
+    # their rewards are equal (timing noise gives a group-relative advantage nothing to
+    # amplify). The same text for another task is another program. Off, each answer is judged.
+    add_mul = next(t for t in builtin_tasks() if t.name == "add_mul")
+    sampling = SamplingParams(n=3, max_new_tokens=4096)
+    config = AgentConfig(max_turns=1, micro_batches=1)
+    batch = run_episodes(TurnScript([HONEST]), sandbox, [RELU, add_mul], sampling, config)
+    assert batch.evaluations == 6 and batch.sandbox_jobs == 2
+    for task in ("relu", "add_mul"):
+        results = [e.turns[0].result for e in batch.episodes if e.task == task]
+        assert [("shared_verdict" in r.extra) for r in results] == [False, True, True]
+        assert len({(r.status, r.candidate_time_ms, r.max_abs_error) for r in results}) == 1
+        assert len({e.turns[0].reward for e in batch.episodes if e.task == task}) == 1
+    alone = dataclasses.replace(config, share_verdicts=False)
+    batch = run_episodes(TurnScript([HONEST]), sandbox, [RELU], sampling, alone)
+    assert batch.evaluations == batch.sandbox_jobs == 3
+    assert not any("shared_verdict" in e.turns[0].result.extra for e in batch.episodes)

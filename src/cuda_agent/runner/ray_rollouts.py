@@ -119,15 +119,16 @@ class RayRollouts:
                 )
         episodes: list[Any] = []
         seconds: dict[str, float] = {}
-        evaluations = 0
+        evaluations = programs = 0
         for offset, ref in calls:
             batch = ray.get(ref)
             episodes += [dataclasses.replace(e, group=e.group + offset) for e in batch.episodes]
             evaluations += batch.evaluations
+            programs += batch.sandbox_jobs
             for key, value in batch.seconds.items():
                 seconds[key] = max(seconds.get(key, 0.0), value)  # the actors ran side by side
         # (the actors' sandbox windows are in their own processes' clocks: not kept)
-        return RolloutBatch(episodes, seconds, evaluations)
+        return RolloutBatch(episodes, seconds, evaluations, sandbox_jobs=programs)
 
     def close(self) -> None:
         for actor in self.actors:

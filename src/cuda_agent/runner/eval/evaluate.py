@@ -78,8 +78,9 @@ def evaluate_tasks(
     at once and a rerun resumes; without it nothing is written. ``model`` names the policy in
     the config. Raises EvaluationError when the policy produced no answer at all for a task.
     ``seconds`` says where this call's time went (``RolloutBatch.seconds`` summed: sampling,
-    evaluation, sandbox, agent) and how many answers the sandbox judged (``evaluations``);
-    tasks resumed from disk took none of it.
+    evaluation, sandbox, agent), how many answers were judged (``evaluations``) and how many
+    programs the sandbox ran for them (``sandbox_jobs``: identical samples of a task share
+    one verdict, ``AgentConfig.share_verdicts``); tasks resumed from disk took none of it.
     """
     # (AgentConfig checks the turns: max_turns >= 1)
     agent = dataclasses.replace(agent_config or AgentConfig(), max_turns=turns)
@@ -125,6 +126,7 @@ def evaluate_tasks(
             for part, seconds in rollout.seconds.items():
                 spent[part] = spent.get(part, 0.0) + seconds
             spent["evaluations"] = spent.get("evaluations", 0) + rollout.evaluations
+            spent["sandbox_jobs"] = spent.get("sandbox_jobs", 0) + rollout.sandbox_jobs
             failed = []
             for g, task in enumerate(chunk):
                 mine = [e for e in episodes if e.group == g]

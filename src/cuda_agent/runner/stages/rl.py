@@ -101,8 +101,16 @@ def run(ctx: Run, stage: str) -> None:
         ctx.log(
             f"{stage} step {step + 1}/{steps}: mean reward {record['mean_reward']:.3f}, "
             f"pass {record['pass_rate']:.0%}, turns/episode {record['turns_per_episode']:.2f}"
+            + _distinct(record.get("distinct_answers"))
         )
     ctx.finish_stage(stage)
+
+
+def _distinct(share: float | None) -> str:
+    """The log line's note of a policy whose samples agree (below half of them distinct)."""
+    if share is None or share >= 0.5:
+        return ""
+    return f", distinct answers {share:.0%} (samples agree: their groups carry no signal)"
 
 
 def judged(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:

@@ -18,6 +18,7 @@ from cuda_agent.agent import (
     Episode,
     RolloutBatch,
     SamplingParams,
+    Turn,
     best_outcome,
     run_episodes,
 )
@@ -143,6 +144,7 @@ def merged_throughput(parts: Sequence[RolloutBatch], seconds: float) -> dict[str
     tokens = sum(t["tokens"] for t in each)
     busy = max(t["sandbox_s"] for t in each)
     evaluations = sum(t["evaluations"] for t in each)
+    programs = sum(t["sandbox_jobs"] for t in each)
     return {
         "tokens": tokens,
         "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
@@ -151,6 +153,8 @@ def merged_throughput(parts: Sequence[RolloutBatch], seconds: float) -> dict[str
         "sandbox_s": busy,
         "evaluations": evaluations,
         "evaluations_per_min": evaluations_per_min(evaluations, busy),
+        "sandbox_jobs": programs,
+        "sandbox_jobs_per_min": evaluations_per_min(programs, busy),
         "sandbox_windows": sorted(w for t in each for w in t["sandbox_windows"]),
     }
 
@@ -185,7 +189,19 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
         # beside other lanes): a step whose answers all fail says here whether it was the model
         "verdicts": _count(t.result.status for t in turns if t.result is not None),
         "reruns_alone": sum("rerun_alone" in t.result.extra for t in turns if t.result is not None),
+        # the share of judged answers that were not a copy of another answer to the same task
+        # in the same turn (1: every sample its own program; 1/group size: a collapsed policy)
+        "distinct_answers": distinct_answers(turns),
     }
+
+
+def distinct_answers(turns: Sequence[Turn]) -> float | None:
+    """The judged turns whose verdict was their own (not ``shared_verdict``), as a share of the
+    judged turns; None when none was judged."""
+    judged = [t.result for t in turns if t.result is not None]
+    if not judged:
+        return None
+    return sum("shared_verdict" not in r.extra for r in judged) / len(judged)
 
 
 def _count(values: Iterable[str]) -> dict[str, int]:
@@ -198,7 +214,9 @@ def _count(values: Iterable[str]) -> dict[str, int]:
 def throughput(batch: RolloutBatch, seconds: float) -> dict[str, Any]:
     """Tokens per second; where the batch's time went: ``sampling_s``, ``evaluation_s`` (waited
     for verdicts while nothing sampled), ``sandbox_s`` (the sandbox had answers to judge); the
-    ``evaluations`` and their rate over the sandbox's time (``evaluations_per_min``); and each
+    ``evaluations`` and their rate over the sandbox's time (``evaluations_per_min``); the
+    programs the sandbox judged (``sandbox_jobs``: identical answers share one) and their rate;
+    and each
     ``evaluate_many`` call's ``sandbox_windows`` (monotonic seconds), for benchmarks."""
     tokens = sum(e.n_tokens for e in batch.episodes)
     busy = batch.seconds.get("sandbox", 0.0)
@@ -210,6 +228,8 @@ def throughput(batch: RolloutBatch, seconds: float) -> dict[str, Any]:
         "sandbox_s": busy,
         "evaluations": batch.evaluations,
         "evaluations_per_min": evaluations_per_min(batch.evaluations, busy),
+        "sandbox_jobs": batch.sandbox_jobs,
+        "sandbox_jobs_per_min": evaluations_per_min(batch.sandbox_jobs, busy),
         "sandbox_windows": [list(w) for w in batch.sandbox_windows],
     }
 

@@ -19,8 +19,10 @@ conversation as chat messages instead.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +61,11 @@ class AgentConfig:
     # Groups split into this many micro-batches that take turns: one samples while the others'
     # answers are evaluated (1: sample everything, then evaluate everything).
     micro_batches: int = 2
+    # Identical answers to one task in one evaluation call (a group whose samples agree) get
+    # one verdict, the sandbox judging the program once: they are the same program, and their
+    # separate timings would differ by noise alone, which a group-relative advantage turns
+    # into a training signal. The copies carry ``extra["shared_verdict"]``.
+    share_verdicts: bool = True
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.keep_last < 0 or self.token_budget < 0:
@@ -74,13 +81,16 @@ class RolloutBatch:
     """The episodes of one batch and where its wall time went (``sampling``, ``evaluation``:
     waiting for verdicts while nothing sampled, ``agent``: everything else, the loop's own
     overhead; ``sandbox``: the wall time the sandbox had answers to judge, overlapping
-    sampling or not), the number of ``evaluations``, and ``sandbox_windows``: each
-    ``evaluate_many`` call's (start, end) in ``time.monotonic()`` seconds."""
+    sampling or not), the number of ``evaluations`` (answers given a verdict), of
+    ``sandbox_jobs`` (programs the sandbox judged: fewer when identical answers shared one,
+    ``AgentConfig.share_verdicts``), and ``sandbox_windows``: each ``evaluate_many`` call's
+    (start, end) in ``time.monotonic()`` seconds."""
 
     episodes: list[Episode]
     seconds: dict[str, float]
     evaluations: int = 0
     sandbox_windows: tuple[tuple[float, float], ...] = ()
+    sandbox_jobs: int = 0
 
 
 @dataclass
@@ -168,7 +178,7 @@ def run_episodes(
                 answered = [(e, x) for e, x in zip(active, samples, strict=True) if x is not None]
                 actions = [proto.parse(x.text, e.state) for e, x in answered]
                 jobs = [(e.task, a) for (e, _), a in zip(answered, actions, strict=True)]
-                job = pool.submit(_evaluate, evaluator, jobs, windows)
+                job = pool.submit(_evaluate, evaluator, jobs, windows, config.share_verdicts)
                 pending[m] = (job, answered, actions)
             if not progressed and not pending:
                 break
@@ -180,8 +190,9 @@ def run_episodes(
     spent["agent"] = max(0.0, total - spent["sampling"] - spent["evaluation"])
     spent["total"] = total
     spent["sandbox"] = _covered(windows)
-    judged = sum(t.result is not None for e in episodes for t in e.turns)
-    return RolloutBatch(episodes, spent, judged, tuple(sorted(windows)))
+    judged = [t.result for e in episodes for t in e.turns if t.result is not None]
+    programs = sum("shared_verdict" not in r.extra for r in judged)
+    return RolloutBatch(episodes, spent, len(judged), tuple(sorted(windows)), programs)
 
 
 def first_prompt_ids(tokenizer: Any, task: Task, backend: str, protocol_name: str) -> list[int]:
@@ -258,27 +269,55 @@ def _sample(
 
 
 def _evaluate(
-    evaluator: Any, jobs: list[tuple[Task, Action]], windows: list[tuple[float, float]]
+    evaluator: Any,
+    jobs: list[tuple[Task, Action]],
+    windows: list[tuple[float, float]],
+    share: bool = True,
 ) -> list[EvalResult | None]:
     """Verdicts for the usable answers (concurrently, on the sandbox's pool); None for the
     rest. A harness failure becomes a ``runtime_error`` verdict for the answers it hit. The
-    call's (start, end) goes to ``windows``."""
+    call's (start, end) goes to ``windows``. ``share``: identical answers to one task are
+    judged once (``AgentConfig.share_verdicts``)."""
     started = time.monotonic()
     try:
-        return _judge(evaluator, jobs)
+        return _judge(evaluator, jobs, share)
     finally:
         windows.append((started, time.monotonic()))
 
 
-def _judge(evaluator: Any, jobs: list[tuple[Task, Action]]) -> list[EvalResult | None]:
+def _judge(
+    evaluator: Any, jobs: list[tuple[Task, Action]], share: bool = True
+) -> list[EvalResult | None]:
     usable = [(task, a.candidate) for task, a in jobs if a.candidate is not None]
+    # first[i]: the index in ``usable`` of the first answer identical to answer i
+    first: list[int] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, (task, candidate) in enumerate(usable):
+        first.append(seen.setdefault(_same_program(task, candidate), i) if share else i)
+    programs = sorted(set(first))
     try:
-        verdicts = iter(evaluator.evaluate_many(usable))
+        judged = dict(zip(programs, evaluator.evaluate_many([usable[i] for i in programs]),
+                          strict=True))  # fmt: skip
+        verdicts = iter(judged[f] if f == i else _shared(judged[f]) for i, f in enumerate(first))
         found = [next(verdicts) if a.candidate is not None else None for _, a in jobs]
     except Exception as exc:
         failed = EvalResult(status="runtime_error", message=f"the evaluation failed: {exc}")
         found = [failed if a.candidate is not None else None for _, a in jobs]
     return found
+
+
+def _same_program(task: Task, candidate: Any) -> tuple[str, str, str]:
+    """What makes two answers one program: the task and the candidate's files, by content."""
+    if isinstance(candidate, Mapping):
+        text = json.dumps(sorted(candidate.items()))
+    else:
+        text = f"{type(candidate).__name__}:{candidate}"
+    return task.name, task.digest, text
+
+
+def _shared(verdict: EvalResult) -> EvalResult:
+    """``verdict`` for a copy of the answer it judged."""
+    return dataclasses.replace(verdict, extra={**verdict.extra, "shared_verdict": True})
 
 
 def _advance(
