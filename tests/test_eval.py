@@ -98,6 +98,8 @@ def test_known_outcomes_give_exactly_the_expected_metrics(sandbox, tmp_path: Pat
     assert result["tasks"] == 3 and result["pass_rate"] == pytest.approx(2 / 3)
     # where the time went: three answers with code judged (add_mul's and one silu's have none)
     assert result["seconds"]["evaluations"] == 3
+    # relu's two samples are one program: judged once (AgentConfig.share_verdicts)
+    assert result["seconds"]["sandbox_jobs"] == 2
     assert result["seconds"]["sandbox"] > 0 and result["seconds"]["sampling"] >= 0
     assert result["fast_p"]["0"] == result["fast_p_compile"]["0"] == pytest.approx(2 / 3)
     assert result["pass_at_k"] == pytest.approx({"1": (1 + 0.5 + 0) / 3, "2": 2 / 3})

@@ -103,6 +103,8 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
             summary[f"{where}_s"] = spent[where]
     if "sandbox" in spent:
         summary["evaluations_per_min"] = evaluations_per_min(spent["evaluations"], spent["sandbox"])
+    if spent.get("evaluations"):  # the samples that were their own program (1/samples: all agree)
+        summary["distinct_answers"] = spent.get("sandbox_jobs", 0) / spent["evaluations"]
     ctx.state.evaluations[name] = summary
     ctx.finish_stage(name, summary)
     ctx.advance(1)
