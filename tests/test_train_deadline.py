@@ -379,3 +379,30 @@ def test_a_unit_the_estimates_say_will_not_fit_waits_for_the_next_invocation(
         "heldout_after",
         "heldout_warmstart",
     ]
+
+
+def test_the_warm_start_ends_at_its_nll_target_and_a_resumed_run_reads_the_window_back(
+    setup, tmp_path, capsys, monkeypatch
+):
+    """``--warmstart-until-nll``: the warm start ends once a full window of steps has a
+    median NLL at or below the target (a target every NLL meets: exactly ``NLL_WINDOW``
+    steps), and a run stopped inside the window counts the steps it did before (not a new
+    window after the resume). 0 is no target."""
+    from cuda_agent.runner.stages.warmstart import NLL_WINDOW, reached
+
+    flags = ["--warmstart-steps", str(NLL_WINDOW + 5), "--eval-before", "false",
+             "--eval-after-warmstart", "false", "--rl-warmup-steps", "0", "--rft-tasks", "0",
+             "--steps", "0"]  # fmt: skip
+    run = tmp_path / "run"
+    argv = ["train", *setup, *flags, "--warmstart-until-nll", "1e9", "--out", str(run)]
+    monkeypatch.setattr(deadline_module, "Deadline", lambda at, **_: AfterUnits(8))
+    code, err = _invoke([*argv, "--stop-after", "1e6"], capsys)
+    assert code == EX_TEMPFAIL, err
+    monkeypatch.undo()
+    code, err = _invoke(["train", "--resume", str(run)], capsys)
+    assert code == 0, err
+    steps = [r["step"] for r in _records(run) if r["stage"] == "warmstart"]
+    assert steps == list(range(NLL_WINDOW))
+    # the rule reads a full window's median; 0 is no target
+    assert not reached([0.0] * (NLL_WINDOW - 1), 1.0) and reached([0.0] * NLL_WINDOW, 1e-9)
+    assert not reached([0.5] * NLL_WINDOW, 0.4) and not reached([0.0] * NLL_WINDOW, 0.0)

@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
             "init_from": "start from another run's weights: RUN_DIR (its final adapter, else "
             "its last checkpoint) or an adapter directory; e.g. RL and an SFT-only control "
             "both from one warm-start run (same --model and --lora-rank)",
+            "warmstart_until_nll": "end the warm start once the median NLL per token of its "
+            "last 20 steps is at or below this (0: every step); a policy trained far below "
+            "0.01 samples one answer per prompt, which leaves RL nothing to choose between",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",
         }.get(field.name, "")

@@ -103,6 +103,10 @@ class TrainConfig:
     # 6.8), and the weights a warm start ends on are what RL and its control start from.
     warmstart_schedule: LrSchedule = "constant"
     warmstart_lr_floor: float = 0.1
+    # end the warm start once the median NLL per token of its last 20 steps is at or below
+    # this (0: run every step). On the H100 (2026-12-05) 600 steps to 0.0001 left a policy of
+    # one answer per prompt (token entropy 0.001 at T 1): RL's groups were one program each.
+    warmstart_until_nll: float = 0.0
     # which reference solution the warm start teaches: compact (where a task has one) | primary
     warmstart_solutions: Literal["compact", "primary"] = "compact"
     # shared by the RL stages
@@ -192,6 +196,8 @@ class TrainConfig:
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
                     f"not {getattr(self, name)!r}"
                 )
+        if self.warmstart_until_nll < 0:
+            raise ValueError("--warmstart-until-nll must be >= 0 (0: run every warm-start step)")
         if not 0 <= self.warmstart_lr_floor <= 1:
             raise ValueError("--warmstart-lr-floor must be in [0, 1] (a fraction of the peak)")
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
