@@ -31,7 +31,7 @@ from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner import deadline as deadline_module
 from cuda_agent.runner.cli import _deadline, _parser, _process_start, main
 from cuda_agent.runner.deadline import EX_TEMPFAIL, MARGIN, Deadline, DeadlineStop
-from cuda_agent.runner.testing import AfterUnits, copy_builtin_tasks
+from cuda_agent.runner.testing import AfterUnits, copy_builtin_tasks, steady
 
 IMPORTED = time.time()
 SMALL = [
@@ -55,13 +55,6 @@ UNITS = [
     "rl step 3/3",
     "heldout_after",
 ]
-VOLATILE = (
-    "seconds",
-    "tokens_per_s",
-    "evaluations_per_min",
-    "sandbox_jobs_per_min",
-    "sandbox_windows",
-)
 
 
 @pytest.fixture(scope="module")
@@ -99,19 +92,6 @@ def _records(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def _steady(value: Any) -> Any:
-    """``value`` without the figures that measure the machine."""
-    if isinstance(value, dict):
-        return {
-            k: _steady(v)
-            for k, v in value.items()
-            if k not in VOLATILE and not k.endswith(("_s", "_time_ms")) and "decode_" not in k
-        }
-    if isinstance(value, list):
-        return [_steady(v) for v in value]
-    return value
-
-
 def _close(a: Any, b: Any, where: str) -> None:
     if isinstance(a, float) and isinstance(b, float):
         assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9), f"{where}: {a} != {b}"
@@ -143,11 +123,11 @@ def _same_as_unstopped(run: Path, reference: Path) -> None:
     assert [(r["stage"], r.get("step")) for r in got] == [
         (r["stage"], r.get("step")) for r in expected
     ]
-    _close(_steady(got), _steady(expected), "metrics")
+    _close(steady(got), steady(expected), "metrics")
     for name in ("heldout_before", "heldout_warmstart", "heldout_after"):
         a = json.loads((run / "eval" / name / "eval.json").read_text())
         b = json.loads((reference / "eval" / name / "eval.json").read_text())
-        _close(_steady(a), _steady(b), f"eval/{name}")
+        _close(steady(a), steady(b), f"eval/{name}")
         rows = (run / "eval" / name / "eval_tasks.jsonl").read_text().splitlines()
         assert len(rows) == 1, f"{name}: a task evaluated twice"
     _weights_close(run / "adapter", reference / "adapter", "adapter")

@@ -46,6 +46,7 @@ from cuda_agent.runner.testing import (
     copy_builtin_tasks,
     run_cli,
     start_cli,
+    steady,
     write_rewarded_episodes,
 )
 
@@ -68,15 +69,6 @@ SMALL = [
 # OpenMP threads wait on each other at every barrier and a step takes several times longer.
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # Figures that measure the machine, not the training: they differ between two runs.
-VOLATILE = (
-    "seconds",
-    "tokens_per_s",
-    "evaluations_per_min",
-    "sandbox_jobs_per_min",
-    "sandbox_windows",
-)
-VOLATILE_SUFFIXES = ("_s", "_time_ms")
-VOLATILE_PREFIXES = ("decode_",)
 
 
 def _start(*args: str) -> CliProcess:
@@ -150,21 +142,6 @@ def _kill_in_phase(run: Path, args: list[str], phase: int, delay: float) -> bool
 
 def _records(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def _steady(value: Any) -> Any:
-    """``value`` without the figures that measure the machine."""
-    if isinstance(value, dict):
-        return {
-            k: _steady(v)
-            for k, v in value.items()
-            if k not in VOLATILE
-            and not k.endswith(VOLATILE_SUFFIXES)
-            and not k.startswith(VOLATILE_PREFIXES)
-        }
-    if isinstance(value, list):
-        return [_steady(v) for v in value]
-    return value
 
 
 def _close(a: Any, b: Any, where: str) -> None:
@@ -281,12 +258,12 @@ def _assert_same_run(run: Path, reference: Path, expected: list[dict]) -> None:
     assert [(r["stage"], r.get("step")) for r in got] == [
         (r["stage"], r.get("step")) for r in expected
     ]
-    _close(_steady(got), _steady(expected), "metrics")
+    _close(steady(got), steady(expected), "metrics")
     # The same evaluation results.
     for name in sorted(p.name for p in (reference / "eval").iterdir()):
         a = json.loads((run / "eval" / name / "eval.json").read_text())
         b = json.loads((reference / "eval" / name / "eval.json").read_text())
-        _close(_steady(a), _steady(b), f"eval/{name}")
+        _close(steady(a), steady(b), f"eval/{name}")
         rows = (run / "eval" / name / "eval_tasks.jsonl").read_text().splitlines()
         assert len(rows) == len(b["per_task"]), f"{name}: a task evaluated twice"
     # The same final adapter, critic and optimizer state.

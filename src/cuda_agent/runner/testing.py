@@ -243,3 +243,26 @@ class AfterUnits(Deadline):
 
     def left(self) -> float:
         return math.inf if self.units < self.n else 0.0
+
+
+# The figures of a run's records that measure the machine, not the run: two runs of one seed
+# (killed and resumed, or stopped by a deadline) agree on everything else.
+VOLATILE = ("seconds", "tokens_per_s", "evaluations_per_min", "sandbox_jobs_per_min",
+            "sandbox_windows")  # fmt: skip
+VOLATILE_SUFFIXES = ("_s", "_time_ms")
+VOLATILE_PREFIXES = ("decode_",)
+
+
+def steady(value: Any) -> Any:
+    """``value`` (a record, or anything in one) without the figures that measure the machine."""
+    if isinstance(value, dict):
+        return {
+            k: steady(v)
+            for k, v in value.items()
+            if k not in VOLATILE
+            and not k.endswith(VOLATILE_SUFFIXES)
+            and not k.startswith(VOLATILE_PREFIXES)
+        }
+    if isinstance(value, list):
+        return [steady(v) for v in value]
+    return value
