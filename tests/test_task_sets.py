@@ -145,3 +145,32 @@ def test_small_eval_sizes_shrink_the_heldout_compositions_and_keep_the_rest():
             assert after == before
     with pytest.raises(ValueError, match="--eval-sizes must be one of full, small"):
         TrainConfig(eval_sizes="tiny")  # type: ignore[arg-type]
+
+
+def test_compact_plus_variants_teaches_each_reductions_two_layouts_as_two_examples():
+    """``--warmstart-solutions compact+variants``: a training composition with a reduction is
+    taught its block-per-row compact kernel and its warp-per-row variant, each as an example
+    of the same prompt; every other task its compact kernel alone, as ``compact`` does."""
+    from types import SimpleNamespace
+
+    from cuda_agent.policy import testing
+    from cuda_agent.runner.budget import warmstart_examples, warmstart_solutions
+    from cuda_agent.runner.config import read_toml
+
+    config = TrainConfig(**{**read_toml("h200"), "warmstart_solutions": "compact+variants"})
+    train, _ = task_sets(config)
+    taught = {t.name: warmstart_solutions(t, "cuda", config.warmstart_solutions) for t in train}
+    two = {n for n, s in taught.items() if len(s) == 2}
+    assert len(two) == 47 and all(len(s) == 1 for n, s in taught.items() if n not in two)
+    for t in train:
+        variants = t.variant_solutions.get("cuda", {})
+        assert taught[t.name] == [t.compact_solutions["cuda"], *variants.values()], t.name
+        assert warmstart_solutions(t, "cuda", "compact") == [t.compact_solutions["cuda"]]
+    policy = SimpleNamespace(tokenizer=testing.tiny_tokenizer())
+    reducing = [t for t in train if t.name in two][:2] + [t for t in train if t.name not in two][:1]
+    examples = warmstart_examples(policy, reducing, "cuda", "compact+variants")
+    assert [e.task for e in examples] == [reducing[0].name] * 2 + [reducing[1].name] * 2 + [
+        reducing[2].name
+    ]
+    assert examples[0].prompt_ids == examples[1].prompt_ids
+    assert examples[0].response_ids != examples[1].response_ids

@@ -1,6 +1,7 @@
 """Judge the compact CUDA solutions of the embedded synthesized tasks on the GPU.
 
     python benchmarks/gpu/synth_solutions_check.py OUT.json [--limit N] [--set NAME]
+        [--variant STYLE] [--sizes small]
 
 `cuda-agent-data`'s `cpu_compositions` (200 chains of elementwise ops and one row reduction)
 carry a `solution_cuda_compact.py` each, written by `data.solutions.cuda_solution`. A warm start
@@ -9,6 +10,10 @@ this evaluates them all (one slot, the sandbox's default checks, torch.compile n
 writes each verdict and speedup over eager, and the counts. OUT.json is rewritten after every
 chunk of 20, so a run cut short keeps what it judged. `--set heldout_compositions` judges the
 held-out compositions' CUDA solutions instead (for checking only: never taught).
+`--variant warp` judges the tasks' warp-per-row variants (`solution_cuda_warp.py`, the
+reductions only) instead of their compact solutions, and `--sizes small` judges at the sizes
+`--train-sizes small` / `--eval-sizes small` use: the two runs side by side say where each
+layout is faster than eager.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 import torch
 
 from cuda_agent.data import load_embedded
-from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, Task
+from cuda_agent.runner.task_sets import at_small_sizes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import provenance
@@ -34,10 +40,22 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--set", default="cpu_compositions", help="an embedded set's name")
+    parser.add_argument("--variant", default="", help="a variant's style (default: compact)")
+    parser.add_argument("--sizes", choices=("full", "small"), default="full")
     args = parser.parse_args()
-    tasks = [t for t in load_embedded(args.set).tasks() if "cuda" in t.compact_solutions]
+
+    def solution(task: Task) -> str | None:
+        if args.variant:
+            return task.variant_solutions.get("cuda", {}).get(args.variant)
+        return task.compact_solutions.get("cuda")
+
+    tasks = [t for t in load_embedded(args.set).tasks() if solution(t) is not None]
+    tasks = at_small_sizes(tasks) if args.sizes == "small" else tasks
     tasks = tasks[: args.limit] if args.limit else tasks
-    command = f"python benchmarks/gpu/synth_solutions_check.py OUT.json --set {args.set}"
+    command = (
+        f"python benchmarks/gpu/synth_solutions_check.py OUT.json --set {args.set}"
+        f"{f' --variant {args.variant}' if args.variant else ''} --sizes {args.sizes}"
+    )
     report: dict = {
         **provenance("synth_solutions_check", command, torch.cuda.device_count()),
         "tasks": len(tasks),
@@ -47,13 +65,15 @@ def main() -> None:
     with Sandbox(SandboxConfig(backend="cuda", workers=1, time_compile=False)) as sandbox:
         for first in range(0, len(tasks), 20):
             chunk = tasks[first : first + 20]
-            jobs = [(t, t.compact_solutions["cuda"]) for t in chunk]
+            jobs = [(t, solution(t)) for t in chunk]
             for task, result in zip(chunk, sandbox.evaluate_many(jobs), strict=True):
                 report["results"].append(
                     {
                         "task": task.name,
                         "status": result.status,
                         "speedup_vs_eager": result.speedup_vs_eager,
+                        "candidate_time_ms": result.candidate_time_ms,
+                        "eager_time_ms": result.eager_time_ms,
                         "message": result.message[:300],
                     }
                 )

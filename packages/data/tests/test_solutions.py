@@ -15,7 +15,7 @@ import torch
 from cuda_agent.data import compose, cpu_solution, load_embedded
 from cuda_agent.data.catalogue import catalogue
 from cuda_agent.data.sizing import MACHINES, SMALL_MS, estimate_ms
-from cuda_agent.data.solutions import cuda_solution
+from cuda_agent.data.solutions import cuda_solution, has_reduction
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.kernel_sandbox.static_checks import check_candidate_source
 
@@ -88,6 +88,41 @@ def test_a_reduction_is_a_block_per_row_and_mixes_no_float_into_double_calls():
         for call in ("fmax(acc, v)", "fmin(acc, v)"):
             assert call not in source, c.name
     assert {"amax", "amin", "sum", "mean"} <= seen
+
+
+def test_each_reduction_ships_its_warp_variant_and_the_loaded_task_carries_it():
+    """``scripts/write_variant_solutions.py``: a chain with a reduction has a warp-per-row
+    variant beside its block-per-row compact solution (a second known-good layout for the warm
+    start to teach); a chain without one has none, and the writer refuses to make one."""
+    tasks = {t.name: t for t in load_embedded("cpu_compositions").tasks()}
+    with_variant = 0
+    for c in _compositions():
+        shipped = tasks[c.name].variant_solutions.get("cuda", {})
+        if not has_reduction(c):
+            assert shipped == {}, c.name
+            with pytest.raises(ValueError, match="no reduction"):
+                cuda_solution(c, "warp")
+            continue
+        with_variant += 1
+        warp = cuda_solution(c, "warp")
+        assert shipped == {"warp": warp} and warp != cuda_solution(c), c.name
+        assert (ROOT / c.name / "solution_cuda_warp.py").read_text() == warp
+        assert "__shfl_down_sync" in warp and "__shared__" not in warp, c.name
+        assert "grid=((rows + 7) // 8,), block=(256,)" in warp, c.name
+        assert check_candidate_source(warp) == [], c.name
+    assert with_variant == 47
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cpu_compositions", "heldout_compositions"])
+def test_the_warp_variants_pass_the_sandbox_on_a_gpu(name):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    tasks = [t for t in load_embedded(name).tasks() if "cuda" in t.variant_solutions]
+    with Sandbox(SandboxConfig(backend="cuda", time_compile=False)) as box:
+        results = box.evaluate_many([(t, t.variant_solutions["cuda"]["warp"]) for t in tasks])
+    failed = {t.name: r.message[:200] for t, r in zip(tasks, results, strict=True) if not r.correct}
+    assert not failed
 
 
 @pytest.mark.gpu

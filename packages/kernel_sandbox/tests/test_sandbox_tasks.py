@@ -45,6 +45,22 @@ def test_kernelbench_file_loads_unchanged(tmp_path):
     assert load_tasks(tmp_path) == [task]
 
 
+def test_a_task_directory_reads_its_primary_compact_and_variant_solutions(tmp_path):
+    """``solution_<backend>.py``, ``solution_<backend>_compact.py`` and any other
+    ``solution_<backend>_<style>.py`` (a variant, by style name); other files are not read."""
+    (tmp_path / "task.py").write_text(KERNELBENCH_STYLE)
+    files = {"solution_cuda.py": "tuned", "solution_cuda_compact.py": "compact",
+             "solution_cuda_warp.py": "warp", "solution_cuda_tiled.py": "tiled",
+             "solution_cpu.py": "c", "notes.py": "not a solution"}  # fmt: skip
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    task = load_task(tmp_path)
+    assert task.solutions == {"cpu": "c", "cuda": "tuned"}
+    assert task.compact_solutions == {"cuda": "compact"}
+    assert task.variant_solutions == {"cuda": {"tiled": "tiled", "warp": "warp"}}
+    assert task.resized({"batch_size": 8}).variant_solutions == task.variant_solutions
+
+
 def test_broken_task_files_get_clear_errors(tmp_path):
     with pytest.raises(TaskError, match="not valid Python"):
         task_from_source("def (:", name="bad")

@@ -40,21 +40,32 @@ class WarmStartExample:
 
 def warmstart_solution(task: Task, backend: str, choice: str) -> str | None:
     """The solution the warm start teaches for ``task``: ``"compact"`` prefers the task's
-    compact solution and falls back to its primary one; ``"primary"`` takes the primary one."""
-    if choice == "compact" and backend in task.compact_solutions:
+    compact solution and falls back to its primary one; ``"primary"`` takes the primary one;
+    ``"compact+variants"`` the compact one here (``warmstart_solutions``: and the variants)."""
+    if choice in ("compact", "compact+variants") and backend in task.compact_solutions:
         return task.compact_solutions[backend]
     return task.solutions.get(backend)
+
+
+def warmstart_solutions(task: Task, backend: str, choice: str) -> list[str]:
+    """Every solution the warm start teaches for ``task``: ``warmstart_solution``'s, and with
+    ``"compact+variants"`` each of the task's variant solutions for ``backend`` as well (by
+    style name; e.g. a reduction's warp-per-row layout beside its block-per-row one), each an
+    example of its own: the policy learns both, and RL can prefer the faster."""
+    first = warmstart_solution(task, backend, choice)
+    variants = task.variant_solutions.get(backend, {}) if choice == "compact+variants" else {}
+    return [*([first] if first is not None else []), *(variants[k] for k in sorted(variants))]
 
 
 def warmstart_examples(
     policy: Policy, tasks: Sequence[Task], backend: str, choice: str = "compact"
 ) -> list[WarmStartExample]:
-    """One example per task with a reference solution for ``backend``: the task's first prompt
+    """One example per solution the warm start teaches (``warmstart_solutions``: one per task
+    with a reference solution for ``backend``, more with variants): the task's first prompt
     as rollouts render it (``first_prompt_ids``, the agent's default protocol) and the answer
     in the format rollouts parse (``answer_text``) with the end-of-turn token."""
     eos = policy.tokenizer.eos_token_id
     proto = AgentConfig().protocol
-    chosen = [(t, warmstart_solution(t, backend, choice)) for t in tasks]
     return [
         WarmStartExample(
             task=t.name,
@@ -64,8 +75,8 @@ def warmstart_examples(
                 eos,
             ],
         )
-        for t, solution in chosen
-        if solution is not None
+        for t in tasks
+        for solution in warmstart_solutions(t, backend, choice)
     ]
 
 

@@ -108,7 +108,9 @@ class TrainConfig:
     # one answer per prompt (token entropy 0.001 at T 1): RL's groups were one program each.
     warmstart_until_nll: float = 0.0
     # which reference solution the warm start teaches: compact (where a task has one) | primary
-    warmstart_solutions: Literal["compact", "primary"] = "compact"
+    # | compact+variants (the compact one and each variant: a reduction's warp-per-row layout
+    # beside its block-per-row one, so that the policy keeps a choice for RL to settle)
+    warmstart_solutions: Literal["compact", "primary", "compact+variants"] = "compact"
     # shared by the RL stages
     tasks_per_step: int = 3
     group_size: int = 4

@@ -121,9 +121,24 @@ def cpu_solution(composition: Composition) -> str:
     return _module(c, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({call})"])
 
 
-def cuda_solution(composition: Composition) -> str:
+def has_reduction(composition: Composition) -> bool:
+    """Whether the chain reduces a row (the chains ``cuda_solution`` has two styles for)."""
+    return any(catalogue()[step.op].reduce is not None for step in composition.steps)
+
+
+def cuda_solution(composition: Composition, style: str = "block") -> str:
     """The CUDA-kernel ``ModelNew`` source for ``composition`` (module docstring);
-    ValueError if ``can_write`` is false."""
+    ValueError if ``can_write`` is false. ``style`` is how a reduction is laid out: ``block``
+    (a block of 256 threads per row, a shared-memory tree) or ``warp`` (a warp of 32 threads
+    per row, eight rows a block, combined by warp shuffles: no shared memory and no block-wide
+    barrier, for the many short rows a block per row leaves mostly idle); a chain without a
+    reduction has one form, and ``warp`` is a ValueError there."""
+    if style not in ("block", "warp"):
+        raise ValueError(f"style must be 'block' or 'warp', not {style!r}")
+    if style == "warp":
+        if not has_reduction(composition):
+            raise ValueError(f"{composition.name}: no reduction, so no warp-per-row form")
+        return _warp_solution(_chain(composition))
     c = _chain(composition)
     before, after, reduce, name, args = c.before, c.after, c.reduce, NAME, c.args
     tensors = ", ".join(c.tensors)
@@ -184,6 +199,45 @@ def cuda_solution(composition: Composition) -> str:
             f"args = (out, {tensors}{tail}, cols)",
             f"{name}(grid=(x.numel() // cols,), block=(256,), args=args)",
         ]
+    return _module(c, "cuda_kernel", "\n".join(kernel), body)
+
+
+def _warp_solution(c: _Chain) -> str:
+    """A reduction chain as one warp per row (``cuda_solution``'s ``warp`` style)."""
+    reduce, name, args = c.reduce, NAME, c.args
+    assert reduce is not None
+    tensors = ", ".join(c.tensors)
+    tail = "".join(f", self.{p}" for p in c.params)
+    combine = reduce.combine.format(a="acc", b="o")
+    kernel = [
+        *(["#define INFINITY __int_as_float(0x7f800000)", ""] if "INFINITY" in reduce.init else []),
+        f'extern "C" __global__ void {name}({args}, long long rows, long long cols) {{',
+        "    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;",
+        "    int lane = threadIdx.x % 32;",
+        "    if (r >= rows) return;  // (a whole warp: r is the warp's)",
+        f"    double acc = {reduce.init};",
+        "    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {",
+        "        float v = x[i];",
+        *(f"        {line}" for line in c.before),
+        f"        {reduce.step};  // {c.reduction_line}",
+        "    }",
+        "    for (int k = 16; k > 0; k >>= 1) {",
+        "        double o = __shfl_down_sync(0xffffffffu, acc, k);",
+        f"        acc = {combine};",
+        "    }",
+        "    if (lane != 0) return;",
+        f"    float v = (float)({reduce.finish});",
+        *(f"    {line}" for line in c.after),
+        "    out[r] = v;",
+        "}",
+    ]
+    body = [
+        "cols = x.shape[-1]",
+        "rows = x.numel() // cols",
+        "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
+        f"args = (out, {tensors}{tail}, rows, cols)",
+        f"{name}(grid=((rows + 7) // 8,), block=(256,), args=args)",
+    ]
     return _module(c, "cuda_kernel", "\n".join(kernel), body)
 
 

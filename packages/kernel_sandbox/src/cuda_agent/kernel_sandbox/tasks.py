@@ -26,7 +26,10 @@ class Task:
 
     ``compact_solutions`` maps a backend to a shorter known-good candidate (plain kernels, no
     tuning): correct like the primary one, often slower, and a fraction of its tokens. A warm
-    start can teach these (``TrainConfig.warmstart_solutions``).
+    start can teach these (``TrainConfig.warmstart_solutions``). ``variant_solutions`` maps a
+    backend to other known-good candidates by style name (another layout of the same work,
+    e.g. ``warp``: a warp per row where the compact one has a block): a warm start that
+    teaches them too leaves the policy a choice that RL can settle by speed.
     """
 
     name: str
@@ -34,6 +37,7 @@ class Task:
     solutions: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     compact_solutions: Mapping[str, str] = field(default_factory=dict)
+    variant_solutions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -185,7 +189,8 @@ def load_task(path: str | Path) -> Task:
     """Load a task from a ``.py`` file, or from a directory holding ``task.py`` and solutions.
 
     In a directory, ``solution_cpu.py`` / ``solution_cuda.py`` are read as reference solutions,
-    ``solution_<backend>_compact.py`` as compact ones.
+    ``solution_<backend>_compact.py`` as compact ones, any other ``solution_<backend>_<style>.py``
+    as the variant of that style.
     """
     path = Path(path)
     if path.is_dir():
@@ -202,8 +207,20 @@ def load_task(path: str | Path) -> Task:
             for b in BACKENDS
             if (path / f"solution_{b}_compact.py").is_file()
         }
+        variants = {
+            b: {
+                f.stem.removeprefix(f"solution_{b}_"): f.read_text()
+                for f in sorted(path.glob(f"solution_{b}_*.py"))
+                if f.stem != f"solution_{b}_compact"
+            }
+            for b in BACKENDS
+        }
         return task_from_source(
-            task_file.read_text(), name=path.name, solutions=solutions, compact_solutions=compact
+            task_file.read_text(),
+            name=path.name,
+            solutions=solutions,
+            compact_solutions=compact,
+            variant_solutions={b: v for b, v in variants.items() if v},
         )
     if not path.is_file():
         raise TaskError(f"task file {path} does not exist")
