@@ -11,7 +11,8 @@ writes each verdict and speedup over eager, and the counts. OUT.json is rewritte
 chunk of 20, so a run cut short keeps what it judged. `--set heldout_compositions` judges the
 held-out compositions' CUDA solutions instead (for checking only: never taught).
 `--variant warp` judges the tasks' warp-per-row variants (`solution_cuda_warp.py`, the
-reductions only) instead of their compact solutions, and `--sizes small` judges at the sizes
+reductions only) and, beside each, the same task's compact solution (`compact_status`,
+`compact_speedup_vs_eager`, `variant_faster_than_compact`), and `--sizes small` judges at the sizes
 `--train-sizes small` / `--eval-sizes small` use: the two runs side by side say where each
 layout is faster than eager.
 """
@@ -66,17 +67,24 @@ def main() -> None:
         for first in range(0, len(tasks), 20):
             chunk = tasks[first : first + 20]
             jobs = [(t, solution(t)) for t in chunk]
-            for task, result in zip(chunk, sandbox.evaluate_many(jobs), strict=True):
-                report["results"].append(
-                    {
-                        "task": task.name,
-                        "status": result.status,
-                        "speedup_vs_eager": result.speedup_vs_eager,
-                        "candidate_time_ms": result.candidate_time_ms,
-                        "eager_time_ms": result.eager_time_ms,
-                        "message": result.message[:300],
-                    }
-                )
+            # with a variant, the same tasks' compact solutions too: each layout's speed
+            compact = [(t, t.compact_solutions["cuda"]) for t in chunk] if args.variant else []
+            results = sandbox.evaluate_many(jobs + compact)
+            for i, task in enumerate(chunk):
+                result = results[i]
+                row = {
+                    "task": task.name,
+                    "status": result.status,
+                    "speedup_vs_eager": result.speedup_vs_eager,
+                    "candidate_time_ms": result.candidate_time_ms,
+                    "eager_time_ms": result.eager_time_ms,
+                    "message": result.message[:300],
+                }
+                if compact:
+                    other = results[len(chunk) + i]
+                    row.update(compact_status=other.status,
+                               compact_speedup_vs_eager=other.speedup_vs_eager)  # fmt: skip
+                report["results"].append(row)
             statuses = collections.Counter(r["status"] for r in report["results"])
             speedups = [r["speedup_vs_eager"] for r in report["results"] if r["speedup_vs_eager"]]
             report.update(
@@ -86,6 +94,11 @@ def main() -> None:
                 median_speedup_vs_eager=sorted(speedups)[len(speedups) // 2] if speedups else None,
                 seconds=round(time.perf_counter() - started, 1),
             )
+            if args.variant:
+                report["variant_faster_than_compact"] = sum(
+                    (r["speedup_vs_eager"] or 0) > (r["compact_speedup_vs_eager"] or 0)
+                    for r in report["results"]
+                )
             Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
             print(json.dumps({k: report[k] for k in ("judged", "statuses", "seconds")}), flush=True)
 
