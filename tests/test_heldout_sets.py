@@ -24,8 +24,9 @@ HELDOUT_COMPOSITIONS = load_embedded("heldout_compositions")
 def _families(name: str) -> set[str]:
     """The data package's families of a training set (from the manifest's operators where the
     set has one, else from the torch calls of the source)."""
-    if name == "synth":
-        return {e.family for e in load_embedded("cpu_compositions").entries}
+    if name.startswith("synth"):  # synth, synth-variants: their manifest rows
+        names = {t.name for t in load_set(name)}
+        return {e.family for e in load_embedded("cpu_compositions").entries if e.name in names}
     return {family_of(t) for t in load_set(name)}
 
 

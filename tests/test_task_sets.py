@@ -156,6 +156,7 @@ def test_compact_plus_variants_teaches_each_reductions_two_layouts_as_two_exampl
     from cuda_agent.policy import testing
     from cuda_agent.runner.budget import warmstart_examples, warmstart_solutions
     from cuda_agent.runner.config import read_toml
+    from cuda_agent.runner.task_sets import load_set
 
     config = TrainConfig(**{**read_toml("h200"), "warmstart_solutions": "compact+variants"})
     train, _ = task_sets(config)
@@ -174,3 +175,5 @@ def test_compact_plus_variants_teaches_each_reductions_two_layouts_as_two_exampl
     ]
     assert examples[0].prompt_ids == examples[1].prompt_ids
     assert examples[0].response_ids != examples[1].response_ids
+    # the named set of the tasks with a choice: RL from such a warm start trains on these
+    assert [t.name for t in load_set("synth-variants")] == sorted(two)

@@ -87,8 +87,9 @@ def _parser() -> argparse.ArgumentParser:
         help_text = {
             "out": "run directory (default runs/<timestamp>)",
             "tasks": "training tasks: a directory or file (KernelBench directories as they "
-            "are), 'builtin', 'compact' (the built-in tasks with short CUDA solutions), 'synth' "
-            "or 'starter' (default: the built-in starter suite)",
+            "are), 'builtin', 'compact' (the built-in tasks with short CUDA solutions), 'synth', "
+            "'synth-variants' (the synthesized row reductions, which have a second layout) or "
+            "'starter' (default: the built-in starter suite)",
             "eval_tasks": "held-out tasks, never trained on: a directory or file, "
             "'heldout-ops' (six built-in tasks outside the starter suite: the default), "
             "'heldout-compositions' (synthesized, operator combinations no training set has) or "

@@ -9,7 +9,10 @@ named set, several joined by ``+``:
   held-out set, less the held-out ones), ``compact`` (the built-in tasks with a compact
   reference solution: elementwise operators and row reductions whose warm-start answers fit a
   768-token budget), ``starter``, ``synth`` (the 200 synthesized compositions shipped with
-  cuda-agent-data);
+  cuda-agent-data), ``synth-variants`` (the 47 of them with a variant solution: the row
+  reductions, whose warp-per-row layout a warm start with ``--warmstart-solutions
+  compact+variants`` teaches beside the block-per-row one; RL from that warm start on these
+  tasks has two answers per prompt to choose between);
 - evaluation sets (``EVAL_SETS``): ``heldout-ops`` (the six built-in held-out tasks, the
   default), ``heldout-compositions`` (compositions shipped with cuda-agent-data whose operator
   combinations no training set has: ``data.load_embedded("heldout_compositions")``) and
@@ -38,7 +41,7 @@ class TaskSetError(ValueError):
     """The training and held-out sets meet."""
 
 
-TRAINING_SETS = ("builtin", "starter", "compact", "synth")
+TRAINING_SETS = ("builtin", "starter", "compact", "synth", "synth-variants")
 EVAL_SETS = ("heldout-ops", "heldout-compositions", "kernelbench-l1-subset")
 BUILTIN_SETS = set(TRAINING_SETS)
 # Built-in tasks never trained on by default: elementwise activations and row reductions
@@ -89,6 +92,8 @@ def load_set(source: str, kernelbench: str = "") -> list[Task]:
         return [t for t in builtin_tasks() if t.compact_solutions and t.name not in HELDOUT]
     if source == "heldout-ops":
         return [t for t in builtin_tasks() if t.name in HELDOUT]
+    if source == "synth-variants":
+        return [t for t in load_set("synth") if t.variant_solutions]
     if source in ("synth", "heldout-compositions"):
         from cuda_agent.data import load_embedded
 
