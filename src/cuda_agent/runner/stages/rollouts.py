@@ -188,7 +188,11 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
         # every judged turn's verdict, and the jobs the sandbox ran again alone (out of memory
         # beside other lanes): a step whose answers all fail says here whether it was the model
         "verdicts": _count(t.result.status for t in turns if t.result is not None),
-        "reruns_alone": sum("rerun_alone" in t.result.extra for t in turns if t.result is not None),
+        "reruns_alone": sum(
+            "rerun_alone" in t.result.extra and "shared_verdict" not in t.result.extra
+            for t in turns
+            if t.result is not None
+        ),
         # the share of judged answers that were not a copy of another answer to the same task
         # in the same turn (1: every sample its own program; 1/group size: a collapsed policy)
         "distinct_answers": distinct_answers(turns),
