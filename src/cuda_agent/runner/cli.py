@@ -109,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
             "warmstart_until_nll": "end the warm start once the median NLL per token of its "
             "last 20 steps is at or below this (0: every step); a policy trained far below "
             "0.01 samples one answer per prompt, which leaves RL nothing to choose between",
+            "share_verdicts": "identical answers to one task in one evaluation call get one "
+            "verdict (one program, judged once; false: each judged, as before 2026-12-05)",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",
         }.get(field.name, "")

@@ -153,6 +153,9 @@ class TrainConfig:
     # turn rewards are all equal carries no signal (its group advantages are zero; with GAE
     # only the critic's error), so it is left out of the update; a step with none updates nothing
     drop_uniform_groups: bool = False
+    # identical answers to one task in one evaluation call share one verdict (the agent's
+    # AgentConfig.share_verdicts), in rollouts and evaluations: one program, judged once
+    share_verdicts: bool = True
     # the RL stages' turn reward: "milestone" (the reference system's -1 / 1 / 2 / 3: fail,
     # correct, faster than eager, faster than torch.compile) or "log_speedup"
     # (reward.log_speedup_reward: clip(ln speedup over eager, -1, 1) for a correct answer, -2

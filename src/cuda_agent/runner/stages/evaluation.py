@@ -57,7 +57,9 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         log=ctx.log,
         seed=config.seed,
         model=config.model,
-        agent_config=AgentConfig(history=config.history, micro_batches=1),
+        agent_config=AgentConfig(
+            history=config.history, micro_batches=1, share_verdicts=config.share_verdicts
+        ),
     )
     out = ctx.run_dir / "eval" / name
     result: dict[str, Any] | None = None
