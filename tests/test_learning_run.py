@@ -6,6 +6,7 @@ lost a call)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import sys
 from pathlib import Path
@@ -140,3 +141,96 @@ def test_a_packed_run_returns_within_the_devices_file_limit(tmp_path, monkeypatc
         assert (back / name).is_file(), name
     assert (back / "adapter" / "adapter_model.safetensors").is_file()
     assert not (back / "checkpoints").exists()
+
+
+def _load_chain():
+    spec = importlib.util.spec_from_file_location(
+        "learning_chain", ROOT / "benchmarks" / "gpu" / "learning_chain.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_plan_names_only_earlier_runs_and_a_reference_needs_a_finished_run(tmp_path):
+    c = _load_chain()
+    plan = tmp_path / "plan.json"
+    bad = [
+        ("not json", "not a plan"),
+        ('{"runs": [{"name": "a", "flags": ["--init-from", "{run:b}"]}, {"name": "b", '
+         '"flags": []}]}', "not a run before it"),
+        ('{"runs": [{"name": "a", "flags": []}, {"name": "a", "flags": []}]}', "unique"),
+        ('{"runs": [{"name": "a", "flags": "--steps 0"}]}', "list of strings"),
+    ]  # fmt: skip
+    for text, said in bad:
+        plan.write_text(text)
+        with pytest.raises(ValueError, match=said):
+            c.read_plan(plan)
+    root = tmp_path / "root"
+    flags = ["--init-from", "{run:warm}", "--train-budget-s", "{train_seconds:rl}"]
+    (root / "rl").mkdir(parents=True)
+    (root / "rl" / "state.json").write_text('{"train_seconds": 455.6}')
+    with pytest.raises(ValueError, match="has not finished"):
+        c.resolved(flags, root)
+    (root / "rl" / "summary.json").write_text("{}")
+    assert c.resolved(flags, root) == ["--init-from", str(root / "warm"), "--train-budget-s", "456"]
+
+
+@pytest.mark.slow
+def test_a_chain_runs_its_plan_in_order_and_the_second_starts_from_the_first(tmp_path, monkeypatch):
+    """Two tiny CPU runs: a warm start, then a run from its weights whose training budget is
+    the first's training seconds; a call with too little time left for the second stops
+    before it (75) and the same command finishes the chain."""
+    from cuda_agent.policy.testing import save_tiny_model
+    from cuda_agent.runner.testing import copy_builtin_tasks
+
+    c = _load_chain()
+    model = save_tiny_model(tmp_path / "model")
+    copy_builtin_tasks(tmp_path / "tasks", ("relu",))
+    copy_builtin_tasks(tmp_path / "heldout", ("tanh",), compact=False)
+    common = [
+        "--model", str(model), "--tasks", str(tmp_path / "tasks"),
+        "--eval-tasks", str(tmp_path / "heldout"), "--backend", "cpu", "--rl-warmup-steps", "0",
+        "--rft-tasks", "0", "--value-steps", "0", "--steps", "0", "--eval-before", "false",
+        "--eval-train", "false", "--lora-rank", "4", "--max-new-tokens", "40",
+    ]  # fmt: skip
+    plan = tmp_path / "plan.json"
+    runs = [
+        {"name": "warm", "flags": [*common, "--warmstart-steps", "2"]},
+        {"name": "more", "flags": [*common, "--init-from", "{run:warm}", "--warmstart-steps",
+                                   "100", "--train-budget-s", "{train_seconds:warm}"]},
+    ]  # fmt: skip
+    plan.write_text(json.dumps({"runs": runs}))
+    monkeypatch.chdir(ROOT)  # the scripts' paths are the repository's
+    out, root = tmp_path / "out", tmp_path / "root"
+    argv = [str(out), str(plan), "--root", str(root), "--margin", "5"]
+    # the first run takes a few seconds of the 60: fewer than 59 are left for the second
+    assert c.main([*argv, "--seconds", "60", "--min-seconds", "59"]) == 75
+    assert json.loads((out / "chain.json").read_text())["runs"] == {
+        "warm": "finished", "more": "waiting"
+    }  # fmt: skip
+    assert c.main([*argv, "--seconds", "600"]) == 0
+    more = json.loads((root / "more" / "config.json").read_text())
+    assert more["init_from"] == str(root / "warm")
+    warm_seconds = json.loads((root / "warm" / "state.json").read_text())["train_seconds"]
+    assert more["train_budget_s"] == float(f"{max(1.0, warm_seconds):.0f}")
+    for name in ("warm", "more"):
+        assert (out / name / "learning.json").is_file(), name
+
+
+@pytest.mark.parametrize("plan", sorted((ROOT / "benchmarks" / "gpu" / "plans").glob("*.json")))
+def test_each_shipped_plan_is_a_plan_whose_runs_the_trainer_accepts(plan, tmp_path, monkeypatch):
+    from cuda_agent.runner.cli import _config, _parser
+
+    c = _load_chain()
+    if "runs" not in json.loads(plan.read_text()):
+        return  # (the estimates beside the plans)
+    monkeypatch.chdir(ROOT)  # the plans' paths are the repository's
+    for run in c.read_plan(plan):
+        (tmp_path / run["name"]).mkdir()
+        (tmp_path / run["name"] / "summary.json").write_text("{}")
+        (tmp_path / run["name"] / "state.json").write_text('{"train_seconds": 450}')
+    for run in c.read_plan(plan):
+        args = _parser().parse_args(["train", *c.resolved(run["flags"], tmp_path)])
+        _config(args)  # the preset and the flags make a valid TrainConfig

@@ -19,6 +19,9 @@
 #   learning_run.sh start|resume OUT_DIR [--seconds S] [--margin M] [--run RUN_DIR]
 #       [--gguf GGUF] [--pack] [--from-pack PACK_DIR] [-- train flags...]
 #   learning_run.sh unpack PACK_DIR --run RUN_DIR
+#   learning_run.sh chain OUT_DIR PLAN.json [--seconds S] [--margin M] [--root DIR]
+#       several runs in order (a warm start, RL from it, the control), the same command every
+#       call: benchmarks/gpu/learning_chain.py
 # --pack: each call also leaves the whole run in OUT_DIR/pack (parts of 15 MiB), so that a
 # machine lost between calls loses nothing finished: copy the parts into an ignored folder here,
 # carry it in a later call (alone: a run with its checkpoint is about 60 MB) and
@@ -40,4 +43,8 @@ SITE="${CUDA_AGENT_SITE:-/tmp/site}"
 export PYTHONPATH="$(ls -d packages/*/src | tr '\n' ':')src${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d "$SITE" ]; then PYTHONPATH="$PYTHONPATH:$SITE"; fi
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
+if [ "${1:-}" = chain ]; then  # several runs in order: benchmarks/gpu/learning_chain.py
+    shift
+    exec "${PYTHON:-python3}" benchmarks/gpu/learning_chain.py "$@"
+fi
 exec "${PYTHON:-python3}" benchmarks/gpu/learning_run.py "$@"
