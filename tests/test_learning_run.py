@@ -16,10 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "learning_run", ROOT / "benchmarks" / "gpu" / "learning_run.py"
-    )
+def _load(name: str = "learning_run"):
+    """A script of ``benchmarks/gpu`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "gpu" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -143,18 +142,8 @@ def test_a_packed_run_returns_within_the_devices_file_limit(tmp_path, monkeypatc
     assert not (back / "checkpoints").exists()
 
 
-def _load_chain():
-    spec = importlib.util.spec_from_file_location(
-        "learning_chain", ROOT / "benchmarks" / "gpu" / "learning_chain.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_plan_names_only_earlier_runs_and_a_reference_needs_a_finished_run(tmp_path):
-    c = _load_chain()
+    c = _load("learning_chain")
     plan = tmp_path / "plan.json"
     bad = [
         ("not json", "not a plan"),
@@ -185,7 +174,7 @@ def test_a_chain_runs_its_plan_in_order_and_the_second_starts_from_the_first(tmp
     from cuda_agent.policy.testing import save_tiny_model
     from cuda_agent.runner.testing import copy_builtin_tasks
 
-    c = _load_chain()
+    c = _load("learning_chain")
     model = save_tiny_model(tmp_path / "model")
     copy_builtin_tasks(tmp_path / "tasks", ("relu",))
     copy_builtin_tasks(tmp_path / "heldout", ("tanh",), compact=False)
@@ -223,7 +212,7 @@ def test_a_chain_runs_its_plan_in_order_and_the_second_starts_from_the_first(tmp
 def test_each_shipped_plan_is_a_plan_whose_runs_the_trainer_accepts(plan, tmp_path, monkeypatch):
     from cuda_agent.runner.cli import _config, _parser
 
-    c = _load_chain()
+    c = _load("learning_chain")
     if "runs" not in json.loads(plan.read_text()):
         return  # (the estimates beside the plans)
     monkeypatch.chdir(ROOT)  # the plans' paths are the repository's
