@@ -155,6 +155,27 @@ def test_answers_the_sandbox_could_not_judge_are_counted_apart(sandbox, tmp_path
     assert any("broken_relu: unjudged (0/2 samples correct, 2 unjudged" in line for line in lines)
 
 
+def test_micro_batches_that_take_turns_with_the_sandbox_give_the_same_verdicts(
+    sandbox, tmp_path: Path
+) -> None:
+    """``eval_micro_batches`` (2 on the CUDA backend: sampling overlaps judging) changes when
+    answers are judged, not what they are judged: the same rows as one batch."""
+    from cuda_agent.agent import AgentConfig
+    from cuda_agent.runner.stages.evaluation import micro_batches
+
+    answers = {"relu": [_answer(RELU)], "silu": [_answer(SILU), NO_CODE]}
+    steady = ("task", "correct", "samples", "samples_correct", "status", "stop_reason")
+    rows = {}
+    for parts in (1, 2):
+        result = evaluate_tasks(
+            ScriptedPolicy(answers), sandbox, [RELU, SILU, ADD_MUL], samples=2, batch=3,
+            agent_config=AgentConfig(micro_batches=parts), log=lambda _: None,
+        )  # fmt: skip
+        rows[parts] = [{k: r[k] for k in steady} for r in result["per_task"]]
+    assert rows[1] == rows[2] and [r["samples_correct"] for r in rows[2]] == [2, 1, 0]
+    assert (micro_batches(0, "cuda"), micro_batches(0, "cpu"), micro_batches(3, "cpu")) == (2, 1, 3)
+
+
 def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(
     sandbox, tmp_path: Path
 ) -> None:

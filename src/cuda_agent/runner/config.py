@@ -70,6 +70,11 @@ class TrainConfig:
     # over them, each figure with its 95% bootstrap interval over tasks
     eval_samples: int = 1
     eval_temperature: float = 0.0
+    # an evaluation's tasks in this many micro-batches that take turns, one sampling while the
+    # sandbox judges the other's answers (0: auto, 2 on the CUDA backend, where an H100
+    # evaluation sampled for 62 s and then judged for 63 s; 1 on the CPU, where both share the
+    # cores and one wide generate is cheapest per token)
+    eval_micro_batches: int = 0
     # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
     eval_after_warmstart: bool = False
     # evaluate before any training (``heldout_before``); off where the untrained model's score
@@ -191,7 +196,7 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
                   "rl_warmup_steps", "rft_tasks", "rft_steps", "rft_min_kept", "value_steps",
-                  "ray_sandbox_workers", "ray_rollout_workers")  # fmt: skip
+                  "ray_sandbox_workers", "ray_rollout_workers", "eval_micro_batches")  # fmt: skip
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")

@@ -58,15 +58,17 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         seed=config.seed,
         model=config.model,
         agent_config=AgentConfig(
-            history=config.history, micro_batches=1, share_verdicts=config.share_verdicts
+            history=config.history,
+            micro_batches=micro_batches(config.eval_micro_batches, ctx.sandbox.backend),
+            share_verdicts=config.share_verdicts,
         ),
     )
     out = ctx.run_dir / "eval" / name
     result: dict[str, Any] | None = None
     memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
     if D.world_size() == 1:
-        # one greedy generate over every task (on the CPU a wide batch is the cheapest per
-        # token), then every verdict
+        # every task in one call: one generate (or one per micro-batch, taking turns with
+        # the sandbox), then the verdicts
         result = evaluate_tasks(
             ctx.policy, ctx.sandbox, tasks, out_dir=out, batch=max(1, len(tasks)), **settings
         )
@@ -131,3 +133,11 @@ def _merge(parts: Path, out: Path, names: list[str]) -> None:
                 shutil.copytree(part / sub, out / sub, dirs_exist_ok=True)
     text = "".join(json.dumps(rows[n]) + "\n" for n in names if n in rows)
     write_text_atomic(out / ROWS_FILE, text)
+
+
+def micro_batches(requested: int, backend: str) -> int:
+    """An evaluation's micro-batches (``TrainConfig.eval_micro_batches``): ``requested``, or
+    with 0 two on the CUDA backend (sampling overlaps judging) and one elsewhere."""
+    if requested:
+        return requested
+    return 2 if backend == "cuda" else 1
