@@ -44,6 +44,10 @@ class _Chain:
     params: list[str]
     tensors: list[str]
 
+    def launch_args(self, sizes: str) -> str:
+        """What ``forward`` passes the kernel: ``out``, the inputs, the parameters, ``sizes``."""
+        return ", ".join(["out", *self.tensors, *(f"self.{p}" for p in self.params), sizes])
+
     @property
     def args(self) -> str:
         """The kernel's parameters before its sizes."""
@@ -117,8 +121,7 @@ def cpu_solution(composition: Composition) -> str:
         sizes = "x.numel() // x.shape[-1], x.shape[-1]"
         empty = "torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)"
     kernel = "\n".join(["#include <math.h>", "", *loop])
-    call = ", ".join(["out", *c.tensors, *(f"self.{p}" for p in c.params), sizes])
-    return _module(c, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({call})"])
+    return _module(c, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({c.launch_args(sizes)})"])
 
 
 def has_reduction(composition: Composition) -> bool:
@@ -141,8 +144,6 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
         return _warp_solution(_chain(composition))
     c = _chain(composition)
     before, after, reduce, name, args = c.before, c.after, c.reduce, NAME, c.args
-    tensors = ", ".join(c.tensors)
-    tail = "".join(f", self.{p}" for p in c.params)
     if reduce is None:
         kernel = [
             f'extern "C" __global__ void {name}({args}, long long n) {{',
@@ -156,18 +157,13 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
         body = [
             "out = torch.empty_like(x)",
             "n = x.numel()",
-            f"args = (out, {tensors}{tail}, n)",
+            f"args = ({c.launch_args('n')})",
             f"{name}(grid=((n + 255) // 256,), block=(256,), args=args)",
         ]
     else:
         combine = reduce.combine.format(a="part[threadIdx.x]", b="o")
         kernel = [
-            # NVRTC has no math.h: INFINITY (a max's or min's start) is spelled out
-            *(
-                ["#define INFINITY __int_as_float(0x7f800000)", ""]
-                if "INFINITY" in reduce.init
-                else []
-            ),
+            *_defines(reduce),
             f'extern "C" __global__ void {name}({args}, long long cols) {{',
             "    __shared__ double part[256];",
             "    long long r = blockIdx.x;",
@@ -196,7 +192,7 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
         body = [
             "cols = x.shape[-1]",
             "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
-            f"args = (out, {tensors}{tail}, cols)",
+            f"args = ({c.launch_args('cols')})",
             f"{name}(grid=(x.numel() // cols,), block=(256,), args=args)",
         ]
     return _module(c, "cuda_kernel", "\n".join(kernel), body)
@@ -206,11 +202,9 @@ def _warp_solution(c: _Chain) -> str:
     """A reduction chain as one warp per row (``cuda_solution``'s ``warp`` style)."""
     reduce, name, args = c.reduce, NAME, c.args
     assert reduce is not None
-    tensors = ", ".join(c.tensors)
-    tail = "".join(f", self.{p}" for p in c.params)
     combine = reduce.combine.format(a="acc", b="o")
     kernel = [
-        *(["#define INFINITY __int_as_float(0x7f800000)", ""] if "INFINITY" in reduce.init else []),
+        *_defines(reduce),
         f'extern "C" __global__ void {name}({args}, long long rows, long long cols) {{',
         "    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;",
         "    int lane = threadIdx.x % 32;",
@@ -235,10 +229,16 @@ def _warp_solution(c: _Chain) -> str:
         "cols = x.shape[-1]",
         "rows = x.numel() // cols",
         "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
-        f"args = (out, {tensors}{tail}, rows, cols)",
+        f"args = ({c.launch_args('rows, cols')})",
         f"{name}(grid=((rows + 7) // 8,), block=(256,), args=args)",
     ]
     return _module(c, "cuda_kernel", "\n".join(kernel), body)
+
+
+def _defines(reduce: Reduction) -> list[str]:
+    """A CUDA kernel's lines before its function: NVRTC has no math.h, so INFINITY (a max's or
+    min's start) is spelled out."""
+    return ["#define INFINITY __int_as_float(0x7f800000)", ""] if "INFINITY" in reduce.init else []
 
 
 def _module(chain: _Chain, launcher: str, kernel: str, body: list[str]) -> str:
