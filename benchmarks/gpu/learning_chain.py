@@ -23,7 +23,6 @@ same command), 1 an error. ``OUT_DIR/chain.json`` says where each run stands.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
@@ -31,17 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-EX_TEMPFAIL = 75
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import learning_run
+
+EX_TEMPFAIL = learning_run.EX_TEMPFAIL
 REFERENCE = re.compile(r"\{(run|train_seconds):([A-Za-z0-9_-]+)\}")
-
-
-def _learning_run() -> Any:
-    spec = importlib.util.spec_from_file_location("learning_run", HERE / "learning_run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def read_plan(path: Path) -> list[dict[str, Any]]:
@@ -98,7 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"learning_chain: {exc}")
         return 1
-    learning_run = _learning_run()
     args.out.mkdir(parents=True, exist_ok=True)
     where: dict[str, str] = {}
     code = 0
