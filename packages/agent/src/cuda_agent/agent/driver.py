@@ -307,7 +307,8 @@ def _judge(
 
 
 def _same_program(task: Task, candidate: Any) -> tuple[str, str, str]:
-    """What makes two answers one program: the task and the candidate's files, by content."""
+    """What makes two answers one program: the task and the candidate, by content (source
+    text, or a work directory's files; a path, which the protocols never give, by its name)."""
     if isinstance(candidate, Mapping):
         text = json.dumps(sorted(candidate.items()))
     else:
