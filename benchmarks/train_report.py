@@ -179,6 +179,13 @@ def main() -> None:
     parser.add_argument("--machine", default="")
     parser.add_argument("--learning", type=Path, help="also write learning.json here")
     parser.add_argument(
+        "--ran-on",
+        type=Path,
+        help="a JSON file the device wrote with 'gpu' (or 'machine') and 'torch' keys (a "
+        "benchmark's provenance from the same calls), when the run directory lacks the "
+        "device's learning.json (default: RUN_DIR/learning.json)",
+    )
+    parser.add_argument(
         "--control",
         type=Path,
         help="the SFT-only control's run directory (the same held-out tasks): its final "
@@ -219,9 +226,10 @@ def main() -> None:
     # run, when it wrote one into the run directory, names the GPU and torch it ran on.
     ran_on = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "torch": torch.__version__}  # fmt: skip
-    device_report = args.run_dir / "learning.json"
+    device_report = args.ran_on or args.run_dir / "learning.json"
     if ran_on["gpu"] is None and device_report.is_file():
         written = json.loads(device_report.read_text())
+        written.setdefault("gpu", written.get("machine"))  # (a provenance names the machine)
         ran_on = {k: written.get(k) or ran_on[k] for k in ran_on}
     report = {
         "benchmark": f"train_{args.label}",

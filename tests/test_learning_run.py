@@ -223,3 +223,161 @@ def test_each_shipped_plan_is_a_plan_whose_runs_the_trainer_accepts(plan, tmp_pa
     for run in c.read_plan(plan):
         args = _parser().parse_args(["train", *c.resolved(run["flags"], tmp_path)])
         _config(args)  # the preset and the flags make a valid TrainConfig
+
+
+def _adapter(path: Path, seed: int = 0) -> Path:
+    """An adapter directory as ``Policy.save`` writes one: random float32 LoRA weights, the
+    configs and a tokenizer file (which the float16 pack leaves out: it is the base model's)."""
+    import torch
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(seed)
+    weights = {
+        f"base_model.model.layers.{i}.q_proj.lora_{ab}.weight": torch.randn(shape, generator=gen)
+        for i in range(4)
+        for ab, shape in (("A", (16, 64)), ("B", (64, 16)))
+    }
+    path.mkdir(parents=True)
+    save_file(weights, str(path / "adapter_model.safetensors"), metadata={"format": "pt"})
+    (path / "adapter_config.json").write_text(json.dumps({"r": 16, "seed": seed}))
+    (path / "policy_config.json").write_text(json.dumps({"lora_rank": 16}))
+    (path / "tokenizer.json").write_text("{}")
+    return path
+
+
+def _same_as_float16(back: Path, original: Path) -> None:
+    """``back``'s weights are ``original``'s rounded to float16, in float32 again."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    got = load_file(str(back / "adapter_model.safetensors"))
+    want = load_file(str(original / "adapter_model.safetensors"))
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert got[key].dtype == torch.float32, key
+        assert torch.equal(got[key], value.half().float()), key
+    assert any(not torch.equal(got[k], want[k]) for k in want)  # float16 did round them
+    with safe_open(str(back / "adapter_model.safetensors"), "pt") as fh:
+        assert fh.metadata() == {"format": "pt"}
+
+
+def test_an_adapter_packed_in_float16_comes_back_in_float32(tmp_path):
+    a = _load("adapter16")
+    src = _adapter(tmp_path / "adapter")
+    archive = a.pack(src, tmp_path / "a.txz")
+    fp32 = (src / "adapter_model.safetensors").stat().st_size
+    assert archive.stat().st_size < 0.6 * fp32  # half the bytes a weight, less the compression
+    back = a.unpack(archive, tmp_path / "back")
+    assert sorted(p.name for p in back.iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors", "policy_config.json",
+    ]  # fmt: skip
+    for name in ("adapter_config.json", "policy_config.json"):
+        assert (back / name).read_bytes() == (src / name).read_bytes()
+    _same_as_float16(back, src)
+    with pytest.raises(ValueError, match="exists already"):
+        a.unpack(archive, back)
+    with pytest.raises(ValueError, match="not an adapter"):
+        a.pack(tmp_path / "back" / "nothing", tmp_path / "b.txz")
+
+
+def test_a_split_adapter_is_joined_from_its_first_part_and_a_missing_part_refused(tmp_path):
+    a = _load("adapter16")
+    src = _adapter(tmp_path / "adapter")
+    whole = a.pack(src, tmp_path / "a.txz").read_bytes()
+    parts = a.split(tmp_path / "a.txz", 2)
+    assert [p.name for p in parts] == ["a.txz.0", "a.txz.1"]
+    assert not (tmp_path / "a.txz").exists()
+    assert b"".join(p.read_bytes() for p in parts) == whole
+    assert abs(parts[0].stat().st_size - parts[1].stat().st_size) <= 1
+    _same_as_float16(a.unpack(parts[0], tmp_path / "back"), src)
+    assert a.main(["unpack", str(parts[0]), str(tmp_path / "back")]) == 1  # exists: refused
+    parts[1].unlink()  # the last part left behind: the stream ends early
+    with pytest.raises(ValueError, match="torn or a part is missing"):
+        a.unpack(parts[0], tmp_path / "again")
+    parts = a.split(a.pack(src, tmp_path / "a.txz"), 3)
+    parts[1].unlink()  # a gap
+    with pytest.raises(ValueError, match="part 1 of the archive is missing"):
+        a.unpack(parts[0], tmp_path / "again")
+    assert not any(p.name.startswith((".again", "again")) for p in tmp_path.iterdir())
+
+
+def test_a_torn_or_foreign_archive_is_refused_and_lays_out_nothing(tmp_path):
+    import tarfile
+
+    a = _load("adapter16")
+    archive = a.pack(_adapter(tmp_path / "adapter"), tmp_path / "a.txz")
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(ValueError, match="torn"):
+        a.unpack(archive, tmp_path / "back")
+    with pytest.raises(ValueError, match="no such archive"):
+        a.unpack(tmp_path / "none.txz", tmp_path / "back")
+    (tmp_path / "notes.txt").write_text("not an adapter")
+    with tarfile.open(tmp_path / "other.txz", "w:xz") as tar:
+        tar.add(tmp_path / "notes.txt", arcname="adapter_config.json")
+    with pytest.raises(ValueError, match=r"no adapter_model\.safetensors"):
+        a.unpack(tmp_path / "other.txz", tmp_path / "back")
+    assert not any(p.name.startswith((".back", "back")) for p in tmp_path.iterdir())
+
+
+def test_the_latest_adapter_is_the_final_one_else_the_highest_step_checkpoints(tmp_path):
+    a = _load("adapter16")
+    run = tmp_path / "run"
+    assert a.latest_adapter(run) is None
+    for name in ("warmstart-9", "rl-12", "rl-3", ".rl-20.partial"):
+        _adapter(run / "checkpoints" / name / "adapter")
+    (run / "checkpoints" / "rl-15" / "adapter").mkdir(parents=True)  # half written: no weights
+    (run / "checkpoints" / "rl-15" / "adapter" / "adapter_config.json").write_text("{}")
+    assert a.latest_adapter(run) == run / "checkpoints" / "rl-12" / "adapter"  # 12 > 9, by number
+    _adapter(run / "adapter")
+    assert a.latest_adapter(run) == run / "adapter"
+
+
+def _members(archive: Path) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def test_a_bundle_leaves_the_figures_in_one_archive_and_each_runs_adapter(tmp_path):
+    c = _load("learning_chain")
+    out, root = tmp_path / "out", tmp_path / "root"
+    (out / "warm" / "deep").mkdir(parents=True)
+    (out / "rl").mkdir()
+    (out / "chain.json").write_text('{"runs": {}}')
+    (out / "warm" / "metrics.jsonl").write_text('{"step": 0}\n')
+    (out / "warm" / "deep" / "train_call1.log").write_text("log")
+    (out / "rl" / "state.json").write_text("{}")
+    wrote = _files(out)
+    _adapter(root / "warm" / "adapter", seed=1)
+    _adapter(root / "rl" / "checkpoints" / "rl-2" / "adapter", seed=2)
+    (root / "control").mkdir()  # not started: no adapter
+    held = c.bundle(out, root, ["warm", "rl", "control"])
+    names = ["figures.tgz", "rl_adapter16.txz", "warm_adapter16.txz"]
+    assert [p.name for p in held] == names
+    assert sorted(p.name for p in out.iterdir()) == names
+    assert _members(out / "figures.tgz") == wrote
+    back = c.adapter16.unpack(out / "rl_adapter16.txz", tmp_path / "rl")
+    _same_as_float16(back, root / "rl" / "checkpoints" / "rl-2" / "adapter")
+
+
+def test_a_bundled_chain_call_leaves_the_bundle_whatever_its_exit(tmp_path):
+    """A call that finds the first run finished (no trainer needed) and too little time for the
+    second: exit 75, and OUT_DIR holds the figures' archive and the first run's adapter."""
+    c = _load("learning_chain")
+    out, root, plan = tmp_path / "out", tmp_path / "root", tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps({"runs": [{"name": "warm", "flags": []}, {"name": "rl", "flags": []}]})
+    )
+    (root / "warm").mkdir(parents=True)
+    (root / "warm" / "learning_run.json").write_text('{"flags": [], "calls": []}')
+    (root / "warm" / "summary.json").write_text('{"done": true}')
+    _adapter(root / "warm" / "adapter")
+    argv = [str(out), str(plan), "--root", str(root), "--min-seconds", "100000", "--bundle"]
+    assert c.main(argv) == 75
+    assert sorted(p.name for p in out.iterdir()) == ["figures.tgz", "warm_adapter16.txz"]
+    figures = _members(out / "figures.tgz")
+    assert json.loads(figures["chain.json"])["runs"] == {"warm": "finished", "rl": "waiting"}
+    assert figures["warm/summary.json"] == b'{"done": true}'
+    assert "warm/learning_run.json" in figures

@@ -153,3 +153,16 @@ def test_the_warm_start_point_may_be_the_runs_own_evaluation_before_training(tmp
     assert ops["gain"]["pass_at_1"] == pytest.approx(8 / 24)
     assert got["heldout_after_warmstart"]["pass_rate"] == pytest.approx(2 / 6)
     assert got["warmstart_run"]["warmstart_steps"] == 40
+
+
+def test_a_report_made_off_the_device_names_the_gpu_of_a_file_the_device_wrote(tmp_path):
+    """The run's own learning.json did not come back: --ran-on names another file of the same
+    calls (a benchmark's provenance: 'machine' and 'torch')."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU here names itself")
+    provenance = tmp_path / "b_train.json"
+    provenance.write_text(json.dumps({"machine": "1 x NVIDIA H100 80GB HBM3", "torch": "2.11.0"}))
+    got = _report(tmp_path, "--ran-on", str(provenance))
+    assert (got["gpu"], got["torch"]) == ("1 x NVIDIA H100 80GB HBM3", "2.11.0")

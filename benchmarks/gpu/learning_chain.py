@@ -4,7 +4,7 @@ training seconds, say (issue 29). ``learning_run.py`` runs one; this runs a plan
 call that finishes one run goes straight on to the next instead of ending half used.
 
     python benchmarks/gpu/learning_chain.py OUT_DIR PLAN.json [--seconds S] [--margin M]
-        [--root DIR] [--min-seconds T]
+        [--root DIR] [--min-seconds T] [--bundle]
     (or: bash benchmarks/gpu/learning_run.sh chain OUT_DIR PLAN.json ..., which sets the
     environment)
 
@@ -18,6 +18,16 @@ one is started or resumed (``learning_run.main``, in ``ROOT/NAME``, its figures 
 ``OUT_DIR/NAME``) with what is left of the call, and when it finishes, the next one starts if at
 least ``--min-seconds`` are left. Exit status: 0 every run is finished, 75 call again (the
 same command), 1 an error. ``OUT_DIR/chain.json`` says where each run stands.
+
+``--bundle``: the device returns at most 8 files from a call (16 MiB each, 64 MiB in all, two
+folders down), fewer than a chain's loose figures, and the trained adapters are lost with the
+machine. With ``--bundle`` every call ends (whatever its exit) with OUT_DIR holding only
+``figures.tgz`` (every file the chain wrote there, the runs' folders and ``chain.json``
+included) and, for each run of the plan that has an adapter (its final one, else its newest
+checkpoint's), ``NAME_adapter16.txz`` (``adapter16.py pack``: about 8.8 MB, float16, for
+evaluating, not for resuming; about 2 s each): at most one file more than the plan has runs. Here, ``tar xzf
+figures.tgz`` lays the figures out again, and ``python benchmarks/gpu/adapter16.py unpack
+NAME_adapter16.txz DIR`` an adapter.
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import adapter16
 import learning_run
 
 EX_TEMPFAIL = learning_run.EX_TEMPFAIL
@@ -75,6 +88,34 @@ def resolved(flags: list[str], root: Path) -> list[str]:
     return [REFERENCE.sub(one, flag) for flag in flags]
 
 
+def bundle(out: Path, root: Path, names: list[str]) -> list[Path]:
+    """OUT_DIR as ``--bundle`` leaves it (module docstring): everything in ``out`` into
+    ``out/figures.tgz``, the loose copies removed, then ``NAME_adapter16.txz`` of each run in
+    ``names`` whose directory ``root/NAME`` has an adapter. Returns what ``out`` holds. An
+    adapter that cannot be packed is said and passed over: the figures still come back."""
+    adapters = {f"{name}_adapter16.txz" for name in names}
+    partial = out / ".figures.tgz.partial"
+    kept = {"figures.tgz", partial.name, *adapters}
+    loose = [p for p in sorted(out.iterdir()) if p.name not in kept]
+    with tarfile.open(partial, "w:gz") as tar:
+        for path in loose:
+            tar.add(path, arcname=path.name)
+    partial.replace(out / "figures.tgz")
+    for path in loose:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    for name in names:
+        adapter = adapter16.latest_adapter(root / name)
+        if adapter is not None:
+            try:
+                adapter16.pack(adapter, out / f"{name}_adapter16.txz")
+            except (ValueError, OSError) as error:
+                print(f"learning_chain: {name}: the adapter is not bundled: {error}")
+    return sorted(out.iterdir())
+
+
 def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -85,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("/tmp/learning-chain"))
     parser.add_argument("--min-seconds", type=float, default=120.0,
                         help="the least time worth starting the next run with")  # fmt: skip
+    parser.add_argument("--bundle", action="store_true",
+                        help="leave figures.tgz and each run's NAME_adapter16.txz only")  # fmt: skip
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         runs = read_plan(args.plan)
@@ -92,6 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"learning_chain: {exc}")
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _chain(args, runs, began)
+    finally:  # whatever the exit, an error's too
+        if args.bundle:
+            held = bundle(args.out, args.root, [run["name"] for run in runs])
+            print(f"learning_chain: bundled: {', '.join(p.name for p in held)}")
+
+
+def _chain(args: argparse.Namespace, runs: list[dict[str, Any]], began: float) -> int:
+    """The plan's runs for this call (module docstring); the exit status."""
     where: dict[str, str] = {}
     code = 0
     for run in runs:

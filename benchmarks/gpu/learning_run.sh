@@ -19,9 +19,10 @@
 #   learning_run.sh start|resume OUT_DIR [--seconds S] [--margin M] [--run RUN_DIR]
 #       [--gguf GGUF] [--pack] [--from-pack PACK_DIR] [-- train flags...]
 #   learning_run.sh unpack PACK_DIR --run RUN_DIR
-#   learning_run.sh chain OUT_DIR PLAN.json [--seconds S] [--margin M] [--root DIR]
+#   learning_run.sh chain OUT_DIR PLAN.json [--seconds S] [--margin M] [--root DIR] [--bundle]
 #       several runs in order (a warm start, RL from it, the control), the same command every
-#       call: benchmarks/gpu/learning_chain.py
+#       call: benchmarks/gpu/learning_chain.py. --bundle: OUT_DIR ends each call holding only
+#       figures.tgz and each run's NAME_adapter16.txz (float16 adapter, benchmarks/gpu/adapter16.py)
 # --pack: each call also leaves the whole run in OUT_DIR/pack (parts of 15 MiB), so that a
 # machine lost between calls loses nothing finished: copy the parts into an ignored folder here,
 # carry it in a later call (alone: a run with its checkpoint is about 60 MB) and
