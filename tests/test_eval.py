@@ -161,7 +161,7 @@ def test_micro_batches_that_take_turns_with_the_sandbox_give_the_same_verdicts(
     """``eval_micro_batches`` (2 on the CUDA backend: sampling overlaps judging) changes when
     answers are judged, not what they are judged: the same rows as one batch."""
     from cuda_agent.agent import AgentConfig
-    from cuda_agent.runner.stages.evaluation import micro_batches
+    from cuda_agent.runner.eval.evaluate import micro_batches
 
     answers = {"relu": [_answer(RELU)], "silu": [_answer(SILU), NO_CODE]}
     steady = ("task", "correct", "samples", "samples_correct", "status", "stop_reason")
@@ -288,6 +288,7 @@ def test_other_mistakes_exit_2_with_a_clear_message(tmp_path: Path, capsys, monk
         (["--tasks", "builtin", "--endpoint", f"http://127.0.0.1:{port}/v1"], f"{port}"),
         (["--tasks", "builtin", "--backend", "tpu"], "--backend must be"),
         (["--tasks", "builtin", "--sizes", "tiny"], "--sizes must be full or small"),
+        (["--tasks", "builtin", "--micro-batches", "-1"], "--micro-batches must be 0 (auto)"),
         (["--tasks", "kernelbench-l1-subset"], "pass --kernelbench DIR or set CUDA_AGENT_KERNELB"),
         (["--tasks", "kernelbench-l1-subset", "--kernelbench", str(tmp_path)], "no KernelBench"),
     ]

@@ -186,6 +186,8 @@ def _eval_parser(sub: Any) -> None:
         "sizes": "'small': each task at its smaller GPU variant where it has one (the shipped "
         "compositions' small_sizes, a task file's SMALL_SIZES), as `train --eval-sizes small`; "
         "'full': the module's sizes",
+        "micro_batches": "a batch's episodes in this many turns of sampling, each judged while "
+        "the next samples (0: 2 on the CUDA backend, 1 elsewhere, as train's evaluations)",
     }
     for field in dataclasses.fields(EvalOptions):
         flag = "--" + field.name.replace("_", "-")

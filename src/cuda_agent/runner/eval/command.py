@@ -39,8 +39,12 @@ class EvalOptions:
     seed: int = 0
     batch: int = 4
     sizes: str = "full"  # "small": each task at its smaller GPU variant where it has one
+    # the episodes in turns of sampling and judging (0: 2 on the CUDA backend, as train's)
+    micro_batches: int = 0
 
     def __post_init__(self) -> None:
+        if self.micro_batches < 0:
+            raise ValueError(f"--micro-batches must be 0 (auto) or more, not {self.micro_batches}")
         if self.backend not in get_args(Backend):
             raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
         if self.sizes not in ("full", "small"):
@@ -112,10 +116,11 @@ def run_eval(
     closing table (``report.terminal.eval_table``) go to ``log`` (default: ``tqdm.write``)."""
     from tqdm import tqdm
 
+    from cuda_agent.agent import AgentConfig
     from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 
     from ..report.terminal import eval_table
-    from .evaluate import evaluate_tasks
+    from .evaluate import evaluate_tasks, micro_batches
 
     started = time.perf_counter()
 
@@ -143,6 +148,9 @@ def run_eval(
             batch=options.batch,
             model=name,
             progress=progress,
+            agent_config=AgentConfig(
+                micro_batches=micro_batches(options.micro_batches, sandbox.backend)
+            ),
         )
     say(eval_table(result, out, time.perf_counter() - started))
     return result

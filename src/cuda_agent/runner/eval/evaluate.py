@@ -271,3 +271,11 @@ def _line(row: dict[str, Any]) -> str:
         f"{row['task']}: {verdict}{speed} ({row['samples_correct']}/{row['samples']} samples "
         f"correct{unjudged}, best reward {row['best_reward']})"
     )
+
+
+def micro_batches(requested: int, backend: str) -> int:
+    """An evaluation's micro-batches (``TrainConfig.eval_micro_batches``): ``requested``, or
+    with 0 two on the CUDA backend (sampling overlaps judging) and one elsewhere."""
+    if requested:
+        return requested
+    return 2 if backend == "cuda" else 1

@@ -26,7 +26,7 @@ from cuda_agent.kernel_sandbox import Task
 from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
-from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, read_rows
+from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, micro_batches, read_rows
 from .rollouts import evaluations_per_min
 
 KEYS = (
@@ -133,11 +133,3 @@ def _merge(parts: Path, out: Path, names: list[str]) -> None:
                 shutil.copytree(part / sub, out / sub, dirs_exist_ok=True)
     text = "".join(json.dumps(rows[n]) + "\n" for n in names if n in rows)
     write_text_atomic(out / ROWS_FILE, text)
-
-
-def micro_batches(requested: int, backend: str) -> int:
-    """An evaluation's micro-batches (``TrainConfig.eval_micro_batches``): ``requested``, or
-    with 0 two on the CUDA backend (sampling overlaps judging) and one elsewhere."""
-    if requested:
-        return requested
-    return 2 if backend == "cuda" else 1

@@ -1,0 +1,111 @@
+"""Issue 28's RL-step figures from a training run's ``metrics.jsonl``: how fast the sandbox
+judged the answers of the RL steps, and how much of a step waited for it.
+
+    python benchmarks/rl_step_figures.py RUN_DIR OUT.json [--skip-first N] [--command C]
+
+Each RL step's record (stage ``rl``) carries its wall time (``seconds``), the time it sampled
+(``sampling_s``), the time its rollouts took (``rollout_s``: sampling and judging, overlapped
+where the agent overlaps them), the answers judged (``evaluations``), the programs the sandbox
+ran for them (``sandbox_jobs``: identical answers in a group share one verdict) and the sandbox's
+busy windows (``sandbox_windows``). Over the steps:
+
+- ``answers_per_minute`` = 60 * sum(evaluations) / sum(seconds): issue 28's
+  ``rl_step_evaluations_per_minute`` (answers, shared verdicts counted: what the trainer got);
+- ``sandbox_jobs_per_minute`` = 60 * sum(sandbox_jobs) / sum(seconds), and
+  ``sandbox_jobs_per_busy_minute`` over the union of each step's busy windows instead: the
+  sandbox's own rate;
+- ``sandbox_share`` = sum(rollout_s - sampling_s) / sum(seconds): the share of the steps' time
+  in which the rollouts went on with nothing sampling, i.e. the sandbox time that did not overlap
+  sampling (issue 28's ``rl_step_sandbox_share``; the agent's own bookkeeping, a fraction of a
+  second a step, is in it too);
+- ``median_step_s``, ``steps``, ``reruns_alone`` (jobs run again with the device alone after an
+  out-of-memory beside other lanes), ``distinct_answers_first`` / ``_last`` (the mean share of
+  distinct answers in the first and last five steps).
+
+``--skip-first N`` adds the same figures without the first N steps (``without_first``): the
+first step of a run pays the policy's first decoding shapes and the tasks' first visits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+from provenance import commit
+
+
+def busy_seconds(windows: Sequence[Sequence[float]]) -> float:
+    """The length of the union of the ``[start, end]`` windows."""
+    total, current = 0.0, None
+    for start, end in sorted(windows):
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = [start, end]
+        else:
+            current[1] = max(current[1], end)
+    return total + (current[1] - current[0] if current is not None else 0.0)
+
+
+def figures(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The module docstring's figures over ``steps`` (RL step records). ValueError for none."""
+    if not steps:
+        raise ValueError("no RL steps in the metrics")
+    seconds = sum(s["seconds"] for s in steps)
+    answers = sum(s.get("evaluations", 0) for s in steps)
+    jobs = sum(s.get("sandbox_jobs", s.get("evaluations", 0)) for s in steps)
+    busy = sum(busy_seconds(s.get("sandbox_windows", [])) for s in steps)
+    alone = sum(s.get("rollout_s", 0.0) - s.get("sampling_s", 0.0) for s in steps)
+    distinct = [s["distinct_answers"] for s in steps if "distinct_answers" in s]
+    return {
+        "steps": len(steps),
+        "seconds": round(seconds, 1),
+        "median_step_s": round(statistics.median(s["seconds"] for s in steps), 2),
+        "answers": answers,
+        "answers_per_minute": round(60 * answers / seconds, 1),
+        "sandbox_jobs": jobs,
+        "sandbox_jobs_per_minute": round(60 * jobs / seconds, 1),
+        "sandbox_busy_s": round(busy, 1),
+        "sandbox_jobs_per_busy_minute": round(60 * jobs / busy, 1) if busy else None,
+        "sandbox_share": round(alone / seconds, 3),
+        "reruns_alone": sum(s.get("reruns_alone", 0) for s in steps),
+        "distinct_answers_first": round(statistics.fmean(distinct[:5]), 3) if distinct else None,
+        "distinct_answers_last": round(statistics.fmean(distinct[-5:]), 3) if distinct else None,
+    }
+
+
+def rl_steps(run_dir: Path) -> list[dict[str, Any]]:
+    """The RL step records of the run's ``metrics.jsonl``, in order."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r.get("stage") == "rl" and "seconds" in r and "step" in r]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--skip-first", type=int, default=0)
+    parser.add_argument("--command", default="", help="the command that made the run")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        steps = rl_steps(args.run_dir)
+        report = figures(steps)
+        if args.skip_first:
+            report["without_first"] = figures(steps[args.skip_first :])
+    except (OSError, ValueError, KeyError) as error:
+        print(f"rl_step_figures: {args.run_dir}: {error}")
+        return 1
+    report.update(run_command=args.command, commit=commit())
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("answers_per_minute", "sandbox_share")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
