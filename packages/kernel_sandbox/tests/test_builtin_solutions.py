@@ -229,3 +229,22 @@ def test_cuda_solution_matches_reference(case: tuple[Task, str, str]) -> None:
         out64, expected = out.double(), expected.double()  # int outputs (argmax) too
         err = (out64 - expected).abs().max().item()
         assert torch.allclose(out64, expected, atol=1e-4, rtol=1e-4), f"max abs error {err:.3g}"
+
+
+def test_no_taught_cuda_kernel_is_named_after_its_task_or_a_math_function():
+    """The compact CUDA solutions are what a warm start teaches, and a policy copies their
+    habits: taught kernels named after their task (``relu``) made a warm-started SmolLM2 name
+    the held-out ``tanh`` task's kernel ``tanh`` too, which libm already declares, a compile
+    error on every sample. So no taught kernel bears its task's name or a C math function's."""
+    import re
+
+    math_names = {"tanh", "exp", "log", "sin", "cos", "sqrt", "pow", "erf", "fabs", "abs",
+                  "floor", "ceil", "round", "max", "min", "fmax", "fmin", "sinh", "cosh"}  # fmt: skip
+    for task in TASKS:
+        source = task.compact_solutions.get("cuda")
+        if source is None:
+            continue
+        kernels = re.findall(r'extern "C" __global__ void (\w+)\(', source)
+        assert kernels, task.name
+        for kernel in kernels:
+            assert kernel != task.name and kernel not in math_names, (task.name, kernel)

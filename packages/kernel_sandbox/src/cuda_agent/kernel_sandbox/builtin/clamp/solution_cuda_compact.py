@@ -3,15 +3,15 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-clamp = cuda_kernel(
+clamp_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void clamp(
+extern "C" __global__ void clamp_kernel(
         float* out, const float* x, float lo, float hi, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = fminf(fmaxf(x[i], lo), hi);
 }
 """,
-    "clamp",
+    "clamp_kernel",
 )
 
 
@@ -26,5 +26,5 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         n = x.numel()
         args = (out, x, self.min_val, self.max_val, n)
-        clamp(grid=((n + 255) // 256,), block=(256,), args=args)
+        clamp_kernel(grid=((n + 255) // 256,), block=(256,), args=args)
         return out

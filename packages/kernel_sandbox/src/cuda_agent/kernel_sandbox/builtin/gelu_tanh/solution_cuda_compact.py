@@ -3,9 +3,9 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-gelu_tanh = cuda_kernel(
+gelu_tanh_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void gelu_tanh(float* out, const float* x, long long n) {
+extern "C" __global__ void gelu_tanh_kernel(float* out, const float* x, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float v = x[i];
@@ -13,7 +13,7 @@ extern "C" __global__ void gelu_tanh(float* out, const float* x, long long n) {
     }
 }
 """,
-    "gelu_tanh",
+    "gelu_tanh_kernel",
 )
 
 
@@ -22,5 +22,5 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)
         n = x.numel()
-        gelu_tanh(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
+        gelu_tanh_kernel(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
         return out

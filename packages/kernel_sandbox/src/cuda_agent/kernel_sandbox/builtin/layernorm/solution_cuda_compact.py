@@ -3,7 +3,7 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-layernorm = cuda_kernel(
+layernorm_kernel = cuda_kernel(
     r"""
 __device__ float block_sum(float v, float* buf) {
     buf[threadIdx.x] = v;
@@ -17,7 +17,7 @@ __device__ float block_sum(float v, float* buf) {
     return r;
 }
 
-extern "C" __global__ void layernorm(
+extern "C" __global__ void layernorm_kernel(
         float* out, const float* x, const float* w, const float* b, int cols, float eps) {
     __shared__ float buf[256];
     const float* row = x + (long long)blockIdx.x * cols;
@@ -34,7 +34,7 @@ extern "C" __global__ void layernorm(
     for (int j = threadIdx.x; j < cols; j += blockDim.x) o[j] = (row[j] - mean) * rstd * w[j] + b[j];
 }
 """,
-    "layernorm",
+    "layernorm_kernel",
 )
 
 
@@ -48,5 +48,5 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         cols = x.shape[-1]
         args = (out, x, self.norm.weight, self.norm.bias, cols, self.norm.eps)
-        layernorm(grid=(x.numel() // cols,), block=(256,), args=args)
+        layernorm_kernel(grid=(x.numel() // cols,), block=(256,), args=args)
         return out

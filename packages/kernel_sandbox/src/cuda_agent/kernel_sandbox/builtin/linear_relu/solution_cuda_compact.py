@@ -3,11 +3,11 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-linear_relu = cuda_kernel(
+linear_relu_kernel = cuda_kernel(
     r"""
 #define T 16
 
-extern "C" __global__ void linear_relu(
+extern "C" __global__ void linear_relu_kernel(
         float* out, const float* x, const float* w, const float* b, int M, int N, int K) {
     __shared__ float xs[T][T];
     __shared__ float ws[T][T + 1];
@@ -26,7 +26,7 @@ extern "C" __global__ void linear_relu(
     if (row < M && col < N) out[(long long)row * N + col] = fmaxf(acc + b[col], 0.f);
 }
 """,
-    "linear_relu",
+    "linear_relu_kernel",
 )
 
 
@@ -42,5 +42,5 @@ class ModelNew(nn.Module):
         n = w.shape[0]
         out = torch.empty(m, n, dtype=x.dtype, device=x.device)
         grid = ((n + 15) // 16, (m + 15) // 16)
-        linear_relu(grid=grid, block=(16, 16), args=(out, x, w, b, m, n, k))
+        linear_relu_kernel(grid=grid, block=(16, 16), args=(out, x, w, b, m, n, k))
         return out

@@ -3,9 +3,9 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-row_l2_norm = cuda_kernel(
+row_l2_norm_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void row_l2_norm(float* out, const float* x, int cols) {
+extern "C" __global__ void row_l2_norm_kernel(float* out, const float* x, int cols) {
     __shared__ float part[256];
     const float* row = x + (long long)blockIdx.x * cols;
     float s = 0.f;
@@ -19,7 +19,7 @@ extern "C" __global__ void row_l2_norm(float* out, const float* x, int cols) {
     if (threadIdx.x == 0) out[blockIdx.x] = sqrtf(part[0]);
 }
 """,
-    "row_l2_norm",
+    "row_l2_norm_kernel",
 )
 
 
@@ -28,5 +28,5 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         cols = x.shape[-1]
         out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)
-        row_l2_norm(grid=(x.numel() // cols,), block=(256,), args=(out, x, cols))
+        row_l2_norm_kernel(grid=(x.numel() // cols,), block=(256,), args=(out, x, cols))
         return out

@@ -3,15 +3,15 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-scale_tanh_add = cuda_kernel(
+scale_tanh_add_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void scale_tanh_add(
+extern "C" __global__ void scale_tanh_add_kernel(
         float* out, const float* x, const float* y, float scale, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = tanhf(x[i] * scale) + y[i];
 }
 """,
-    "scale_tanh_add",
+    "scale_tanh_add_kernel",
 )
 
 
@@ -25,5 +25,5 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         n = x.numel()
         args = (out, x, y, self.scale, n)
-        scale_tanh_add(grid=((n + 255) // 256,), block=(256,), args=args)
+        scale_tanh_add_kernel(grid=((n + 255) // 256,), block=(256,), args=args)
         return out

@@ -3,15 +3,15 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-sigmoid_gate = cuda_kernel(
+sigmoid_gate_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void sigmoid_gate(
+extern "C" __global__ void sigmoid_gate_kernel(
         float* out, const float* x, const float* gate, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = x[i] / (1.f + expf(-gate[i]));
 }
 """,
-    "sigmoid_gate",
+    "sigmoid_gate_kernel",
 )
 
 
@@ -20,5 +20,5 @@ class ModelNew(nn.Module):
         x, gate = x.contiguous(), gate.contiguous()
         out = torch.empty_like(x)
         n = x.numel()
-        sigmoid_gate(grid=((n + 255) // 256,), block=(256,), args=(out, x, gate, n))
+        sigmoid_gate_kernel(grid=((n + 255) // 256,), block=(256,), args=(out, x, gate, n))
         return out

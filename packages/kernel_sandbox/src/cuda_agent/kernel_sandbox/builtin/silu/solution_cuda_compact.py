@@ -3,9 +3,9 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-silu = cuda_kernel(
+silu_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void silu(float* out, const float* x, long long n) {
+extern "C" __global__ void silu_kernel(float* out, const float* x, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float v = x[i];
@@ -13,7 +13,7 @@ extern "C" __global__ void silu(float* out, const float* x, long long n) {
     }
 }
 """,
-    "silu",
+    "silu_kernel",
 )
 
 
@@ -22,5 +22,5 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)
         n = x.numel()
-        silu(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
+        silu_kernel(grid=((n + 255) // 256,), block=(256,), args=(out, x, n))
         return out

@@ -3,7 +3,7 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
-softmax = cuda_kernel(
+softmax_kernel = cuda_kernel(
     r"""
 __device__ float block_reduce(float v, float* buf, bool is_max) {
     buf[threadIdx.x] = v;
@@ -20,7 +20,7 @@ __device__ float block_reduce(float v, float* buf, bool is_max) {
     return r;
 }
 
-extern "C" __global__ void softmax(float* out, const float* x, int cols) {
+extern "C" __global__ void softmax_kernel(float* out, const float* x, int cols) {
     __shared__ float buf[256];
     const float* row = x + (long long)blockIdx.x * cols;
     float* o = out + (long long)blockIdx.x * cols;
@@ -33,7 +33,7 @@ extern "C" __global__ void softmax(float* out, const float* x, int cols) {
     for (int j = threadIdx.x; j < cols; j += blockDim.x) o[j] = expf(row[j] - m) / s;
 }
 """,
-    "softmax",
+    "softmax_kernel",
 )
 
 
@@ -42,5 +42,5 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)
         cols = x.shape[-1]
-        softmax(grid=(x.numel() // cols,), block=(256,), args=(out, x, cols))
+        softmax_kernel(grid=(x.numel() // cols,), block=(256,), args=(out, x, cols))
         return out
