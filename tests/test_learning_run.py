@@ -353,11 +353,15 @@ def test_a_bundle_leaves_the_figures_in_one_archive_and_each_runs_adapter(tmp_pa
     _adapter(root / "warm" / "adapter", seed=1)
     _adapter(root / "rl" / "checkpoints" / "rl-2" / "adapter", seed=2)
     (root / "control").mkdir()  # not started: no adapter
+    episodes = root / "warm" / "eval" / "heldout_after" / "episodes"  # the answers
+    episodes.mkdir(parents=True)
+    (episodes / "relu.jsonl").write_text('{"answer": "kernel"}\n')
     held = c.bundle(out, root, ["warm", "rl", "control"])
     names = ["figures.tgz", "rl_adapter16.txz", "warm_adapter16.txz"]
     assert [p.name for p in held] == names
     assert sorted(p.name for p in out.iterdir()) == names
-    assert _members(out / "figures.tgz") == wrote
+    answers = {"warm/eval_heldout_after_episodes/relu.jsonl": b'{"answer": "kernel"}\n'}
+    assert _members(out / "figures.tgz") == {**wrote, **answers}
     back = c.adapter16.unpack(out / "rl_adapter16.txz", tmp_path / "rl")
     _same_as_float16(back, root / "rl" / "checkpoints" / "rl-2" / "adapter")
 

@@ -23,7 +23,7 @@ same command), 1 an error. ``OUT_DIR/chain.json`` says where each run stands.
 folders down), fewer than a chain's loose figures, and the trained adapters are lost with the
 machine. With ``--bundle`` every call ends (whatever its exit) with OUT_DIR holding only
 ``figures.tgz`` (every file the chain wrote there, the runs' folders and ``chain.json``
-included) and, for each run of the plan that has an adapter (its final one, else its newest
+included, and each run's evaluations' answers, ``NAME/eval_<evaluation>_episodes/``) and, for each run of the plan that has an adapter (its final one, else its newest
 checkpoint's), ``NAME_adapter16.txz`` (``adapter16.py pack``: about 8.8 MB, float16, for
 evaluating, not for resuming; about 2 s each): at most one file more than the plan has runs. Here, ``tar xzf
 figures.tgz`` lays the figures out again, and ``python benchmarks/gpu/adapter16.py unpack
@@ -89,8 +89,9 @@ def resolved(flags: list[str], root: Path) -> list[str]:
 
 
 def bundle(out: Path, root: Path, names: list[str]) -> list[Path]:
-    """OUT_DIR as ``--bundle`` leaves it (module docstring): everything in ``out`` into
-    ``out/figures.tgz``, the loose copies removed, then ``NAME_adapter16.txz`` of each run in
+    """OUT_DIR as ``--bundle`` leaves it (module docstring): everything in ``out``, and the
+    episodes of each evaluation of the runs in ``names``, into ``out/figures.tgz``, the loose
+    copies removed, then ``NAME_adapter16.txz`` of each run in
     ``names`` whose directory ``root/NAME`` has an adapter. Returns what ``out`` holds. An
     adapter that cannot be packed is said and passed over: the figures still come back."""
     adapters = {f"{name}_adapter16.txz" for name in names}
@@ -100,6 +101,9 @@ def bundle(out: Path, root: Path, names: list[str]) -> list[Path]:
     with tarfile.open(partial, "w:gz") as tar:
         for path in loose:
             tar.add(path, arcname=path.name)
+        for name in names:  # the answers themselves: which kernel each sample wrote
+            for episodes in sorted((root / name / "eval").glob("*/episodes")):
+                tar.add(episodes, arcname=f"{name}/eval_{episodes.parent.name}_episodes")
     partial.replace(out / "figures.tgz")
     for path in loose:
         if path.is_dir():
