@@ -7,13 +7,13 @@ Each RL step's record (stage ``rl``) carries its wall time (``seconds``), the ti
 (``sampling_s``), the time its rollouts took (``rollout_s``: sampling and judging, overlapped
 where the agent overlaps them), the answers judged (``evaluations``), the programs the sandbox
 ran for them (``sandbox_jobs``: identical answers in a group share one verdict) and the sandbox's
-busy windows (``sandbox_windows``). Over the steps:
+busy time (``sandbox_s``: the union of its busy windows, as the agent measures it). Over the
+steps:
 
 - ``answers_per_minute`` = 60 * sum(evaluations) / sum(seconds): issue 28's
   ``rl_step_evaluations_per_minute`` (answers, shared verdicts counted: what the trainer got);
 - ``sandbox_jobs_per_minute`` = 60 * sum(sandbox_jobs) / sum(seconds), and
-  ``sandbox_jobs_per_busy_minute`` over the union of each step's busy windows instead: the
-  sandbox's own rate;
+  ``sandbox_jobs_per_busy_minute`` over the steps' ``sandbox_s`` instead: the sandbox's own rate;
 - ``sandbox_share`` = sum(rollout_s - sampling_s) / sum(seconds): the share of the steps' time
   in which the rollouts went on with nothing sampling, i.e. the sandbox time that did not overlap
   sampling (issue 28's ``rl_step_sandbox_share``; the agent's own bookkeeping, a fraction of a
@@ -40,19 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 from provenance import commit
 
 
-def busy_seconds(windows: Sequence[Sequence[float]]) -> float:
-    """The length of the union of the ``[start, end]`` windows."""
-    total, current = 0.0, None
-    for start, end in sorted(windows):
-        if current is None or start > current[1]:
-            if current is not None:
-                total += current[1] - current[0]
-            current = [start, end]
-        else:
-            current[1] = max(current[1], end)
-    return total + (current[1] - current[0] if current is not None else 0.0)
-
-
 def figures(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The module docstring's figures over ``steps`` (RL step records). ValueError for none."""
     if not steps:
@@ -60,7 +47,7 @@ def figures(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
     seconds = sum(s["seconds"] for s in steps)
     answers = sum(s.get("evaluations", 0) for s in steps)
     jobs = sum(s.get("sandbox_jobs", s.get("evaluations", 0)) for s in steps)
-    busy = sum(busy_seconds(s.get("sandbox_windows", [])) for s in steps)
+    busy = sum(s.get("sandbox_s", 0.0) for s in steps)
     alone = sum(s.get("rollout_s", 0.0) - s.get("sampling_s", 0.0) for s in steps)
     distinct = [s["distinct_answers"] for s in steps if "distinct_answers" in s]
     return {
