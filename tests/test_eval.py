@@ -5,6 +5,7 @@ end; a user's mistakes are one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -203,6 +204,45 @@ def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(
     assert not third.asked
     with pytest.raises(ValueError, match="other settings"):
         evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, turns=2, log=logged.append)
+
+
+def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_path: Path) -> None:
+    """``parts`` order the tasks and bound each chunk (``batch`` within a part); ``unit`` wraps
+    every chunk with work and may stop the evaluation before one: the chunks before it are
+    written, and a rerun judges only the rest."""
+    tasks = [RELU, SILU, ADD_MUL]
+    parts = [("b", ["add_mul"]), ("a", ["relu", "silu"])]
+    entered: list[tuple[str, list[str]]] = []
+
+    class Stop(Exception):
+        pass
+
+    @contextlib.contextmanager
+    def unit(label, chunk):
+        if len(entered) == 2:
+            raise Stop
+        entered.append((label, [t.name for t in chunk]))
+        yield
+
+    policy = ScriptedPolicy()
+    with pytest.raises(Stop):
+        evaluate_tasks(policy, sandbox, tasks, out_dir=tmp_path, batch=1, parts=parts,
+                       unit=unit, log=lambda _: None)  # fmt: skip
+    assert entered == [("b", ["add_mul"]), ("a", ["relu"])]
+    assert policy.asked == {"add_mul": 1, "relu": 1}
+    entered.clear()
+    again = ScriptedPolicy()
+    result = evaluate_tasks(again, sandbox, tasks, out_dir=tmp_path, batch=2, parts=parts,
+                            unit=unit, log=lambda _: None)  # fmt: skip
+    assert entered == [("a", ["silu"])] and again.asked == {"silu": 1}
+    assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
+    for wrong, said in (
+        ([("a", ["relu", "silu"])], "in no part: add_mul"),
+        ([("a", ["relu", "silu", "add_mul", "relu"])], "in two parts: relu"),
+        ([("a", ["relu", "silu", "add_mul", "gelu"])], "not a task: gelu"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            evaluate_tasks(again, sandbox, tasks, parts=wrong, log=lambda _: None)
 
 
 def test_a_policy_that_answers_nothing_is_an_error_and_records_nothing(

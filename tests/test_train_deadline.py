@@ -386,3 +386,47 @@ def test_the_warm_start_ends_at_its_nll_target_and_a_resumed_run_reads_the_windo
     # the rule reads a full window's median; 0 is no target
     assert not reached([0.0] * (NLL_WINDOW - 1), 1.0) and reached([0.0] * NLL_WINDOW, 1e-9)
     assert not reached([0.5] * NLL_WINDOW, 0.4) and not reached([0.0] * NLL_WINDOW, 0.0)
+
+
+def test_an_evaluation_of_several_sets_is_stopped_between_them_and_never_redone(
+    setup, tmp_path, monkeypatch, capsys
+):
+    """``--eval-tasks A+B``: each named set is a unit of the evaluation, written as it ends.
+    A deadline stops the run between the sets (an evaluation longer than an invocation
+    finishes over several; on 2026-12-05 one was killed whole at two calls' ends), the next
+    invocation judges only the set not yet judged, and the result is the unstopped run's."""
+    root = tmp_path / "sets"
+    first = copy_builtin_tasks(root / "first", ("tanh",), compact=False)
+    second = copy_builtin_tasks(root / "second", ("elu",), compact=False)
+    flags = [*setup, "--eval-tasks", f"{first}+{second}", "--warmstart-steps", "0"]
+    flags += ["--rl-warmup-steps", "0", "--rft-tasks", "0", "--steps", "0"]
+    unstopped = tmp_path / "unstopped"
+    assert main(["train", *flags, "--out", str(unstopped)]) == 0
+
+    monkeypatch.setattr(deadline_module, "Deadline", lambda at, **_: AfterUnits(2))
+    run = tmp_path / "run"
+    argv = ["train", *flags, "--out", str(run), "--stop-after", "1e6"]
+    stops = []
+    for _ in range(4):
+        code, err = _invoke(argv, capsys)
+        if code != EX_TEMPFAIL:
+            break
+        (line,) = _said(err)
+        stops.append(
+            line.removeprefix("cuda-agent: stopped for the deadline before ").split(" (")[:2]
+        )
+        argv = ["train", "--resume", str(run), "--quiet", "--stop-after", "1e6"]
+    assert code == 0, err
+    # baselines + the first set; the second set + the first set after; the second set after
+    assert [s[0] for s in stops] == ["heldout_before", "heldout_after"]
+    assert all(s[1].startswith(f"{second}: task 2 of 2)") for s in stops), stops
+    for name in ("heldout_before", "heldout_after"):
+        rows = (run / "eval" / name / "eval_tasks.jsonl").read_text().splitlines()
+        assert sorted(json.loads(r)["task"] for r in rows) == ["elu", "tanh"]  # each once
+        a = json.loads((run / "eval" / name / "eval.json").read_text())
+        b = json.loads((unstopped / "eval" / name / "eval.json").read_text())
+        _close(steady(a["per_task"]), steady(b["per_task"]), f"eval/{name}")
+    state = json.loads((run / "state.json").read_text())
+    assert {f"evaluation heldout: {first}", f"evaluation heldout: {second}"} <= set(
+        state["unit_seconds"]
+    )

@@ -75,6 +75,11 @@ class TrainConfig:
     # evaluation sampled for 62 s and then judged for 63 s; 1 on the CPU, where both share the
     # cores and one wide generate is cheapest per token)
     eval_micro_batches: int = 0
+    # an evaluation's tasks judged this many at a time (a chunk: one batch of sampling, its
+    # rows written as it ends, a deadline may stop between two); 0: each named set of
+    # ``eval_tasks`` (``a+b``) as one chunk, e.g. the held-out compositions apart from the 23
+    # KernelBench problems whose 6.4 GB inputs make theirs the longest
+    eval_batch: int = 0
     # also evaluate after the warm start (``heldout_warmstart``): what RL adds to the warm start
     eval_after_warmstart: bool = False
     # evaluate before any training (``heldout_before``); off where the untrained model's score
@@ -196,7 +201,8 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
                   "rl_warmup_steps", "rft_tasks", "rft_steps", "rft_min_kept", "value_steps",
-                  "ray_sandbox_workers", "ray_rollout_workers", "eval_micro_batches")  # fmt: skip
+                  "ray_sandbox_workers", "ray_rollout_workers", "eval_micro_batches",
+                  "eval_batch")  # fmt: skip
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")

@@ -18,14 +18,19 @@ of an output directory::
     report.html        the page a person reads (``report``): tables, kernels, episodes
 
 An evaluation killed at any moment resumes on the same directory: the tasks already in
-``eval_tasks.jsonl`` are skipped (a row cut short by the kill is dropped and redone).
+``eval_tasks.jsonl`` are skipped (a row cut short by the kill is dropped and redone). Its tasks
+are judged in chunks (``batch`` tasks of one ``part`` at a time), each chunk's rows written as
+it ends, so a kill loses at most the chunk under way; ``unit`` lets a caller wrap each chunk
+(the trainer's deadline stops an evaluation between two chunks, not only before it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +75,18 @@ def evaluate_tasks(
     batch: int = 4,
     model: str = "",
     progress: bool = False,
+    parts: Sequence[tuple[str, Sequence[str]]] | None = None,
+    unit: Callable[[str, Sequence[Task]], AbstractContextManager[object]] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``tasks`` through ``sandbox``; returns what ``eval.json`` holds.
 
     ``agent_config`` sets the agent (its ``max_turns`` is replaced by ``turns``); ``batch``
-    tasks share each ``run_episodes`` call. With ``out_dir`` every finished task is persisted
-    at once and a rerun resumes; without it nothing is written. ``model`` names the policy in
+    tasks share each ``run_episodes`` call (a chunk), taken from one of ``parts`` (``(label,
+    task names)`` that cover every task once, in the order to judge them; None: one part of
+    all). ``unit(label, chunk)``, when given, is entered around each chunk that has work: it
+    may raise to stop the evaluation before that chunk (the chunks before it stay written).
+    With ``out_dir`` every finished chunk is persisted at once and a rerun resumes; without
+    it nothing is written. ``model`` names the policy in
     the config. Raises EvaluationError when the policy produced no answer at all for a task.
     ``seconds`` says where this call's time went (``RolloutBatch.seconds`` summed: sampling,
     evaluation, sandbox, agent), how many answers were judged (``evaluations``) and how many
@@ -109,44 +120,40 @@ def evaluate_tasks(
         extra = sorted(set(done) - set(names))
         if extra:
             log(f"ignoring {len(extra)} rows in {out / ROWS_FILE} for tasks not evaluated now")
-    todo = [t for t in tasks if t.name not in done]
+    by_name = {t.name: t for t in tasks}
+    chunks = [
+        (label, chunk)
+        for label, part in _checked_parts(parts, names)
+        for chunk in _pieces([by_name[n] for n in part if n not in done], batch)
+    ]
+    todo = [t for _, chunk in chunks for t in chunk]
     if len(todo) < len(tasks):
         log(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already evaluated")
     spent: dict[str, float] = {}  # where this invocation's time went (tasks done before: not)
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="cuda-agent eval",
                unit="task", disable=not progress)  # fmt: skip
     try:
-        for start in range(0, len(todo), batch):
-            chunk = todo[start : start + batch]
-            sampling = SamplingParams(n=samples, max_new_tokens=max_new_tokens,
-                                      temperature=temperature,
-                                      seed=seed + names.index(chunk[0].name))  # fmt: skip
-            rollout = run_episodes(policy, sandbox, chunk, sampling, agent)
-            episodes = rollout.episodes
-            for part, seconds in rollout.seconds.items():
-                spent[part] = spent.get(part, 0.0) + seconds
-            spent["evaluations"] = spent.get("evaluations", 0) + rollout.evaluations
-            spent["sandbox_jobs"] = spent.get("sandbox_jobs", 0) + rollout.sandbox_jobs
-            failed = []
-            for g, task in enumerate(chunk):
-                mine = [e for e in episodes if e.group == g]
-                if all(e.stop_reason == "error" and not e.turns for e in mine):
-                    failed.append(f"{task.name}: {_error(mine)}")
-                    continue
-                row, kernel = task_row(task.name, mine)
-                if out is not None:
-                    if kernel is not None:
-                        (out / "kernels").mkdir(exist_ok=True)
-                        write_text_atomic(out / "kernels" / f"{task.name}.py", kernel)
-                    (out / "episodes").mkdir(exist_ok=True)
-                    records = "".join(json.dumps(episode_record(e)) + "\n" for e in mine)
-                    write_text_atomic(out / "episodes" / f"{task.name}.jsonl", records)
-                    MetricsWriter(out / ROWS_FILE).write(row)  # appended, flushed, fsynced
-                done[task.name] = row
-                log(_line(row))
-                bar.update()
-            if failed:
-                raise EvaluationError("the policy gave no answer for " + "; ".join(failed))
+        for label, chunk in chunks:
+            with unit(label, chunk) if unit is not None else contextlib.nullcontext():
+                sampling = SamplingParams(n=samples, max_new_tokens=max_new_tokens,
+                                          temperature=temperature,
+                                          seed=seed + names.index(chunk[0].name))  # fmt: skip
+                rollout = run_episodes(policy, sandbox, chunk, sampling, agent)
+                for part, seconds in rollout.seconds.items():
+                    spent[part] = spent.get(part, 0.0) + seconds
+                spent["evaluations"] = spent.get("evaluations", 0) + rollout.evaluations
+                spent["sandbox_jobs"] = spent.get("sandbox_jobs", 0) + rollout.sandbox_jobs
+                failed = []
+                for g, task in enumerate(chunk):
+                    mine = [e for e in rollout.episodes if e.group == g]
+                    if all(e.stop_reason == "error" and not e.turns for e in mine):
+                        failed.append(f"{task.name}: {_error(mine)}")
+                        continue
+                    done[task.name] = _persist(out, task.name, mine)
+                    log(_line(done[task.name]))
+                    bar.update()
+                if failed:
+                    raise EvaluationError("the policy gave no answer for " + "; ".join(failed))
     finally:
         bar.close()
     rows = [done[n] for n in names]
@@ -163,6 +170,45 @@ def evaluate_tasks(
         write_json_atomic(out / "eval.json", result)
         write_report(out, result, log)
     return result
+
+
+def _checked_parts(
+    parts: Sequence[tuple[str, Sequence[str]]] | None, names: list[str]
+) -> list[tuple[str, Sequence[str]]]:
+    """``parts``, checked to name every task once (ValueError saying what is amiss); None:
+    one part of all the tasks."""
+    if parts is None:
+        return [("", names)]
+    listed = [n for _, part in parts for n in part]
+    missing = sorted(set(names) - set(listed))
+    unknown = sorted(set(listed) - set(names))
+    twice = sorted({n for n in listed if listed.count(n) > 1})
+    if missing or unknown or twice:
+        said = [f"{what}: {', '.join(which)}" for what, which in
+                (("in no part", missing), ("not a task", unknown), ("in two parts", twice))
+                if which]  # fmt: skip
+        raise ValueError("an evaluation's parts must name each task once; " + "; ".join(said))
+    return list(parts)
+
+
+def _pieces(tasks: list[Task], size: int) -> list[list[Task]]:
+    """``tasks`` in consecutive pieces of at most ``size``."""
+    return [tasks[start : start + size] for start in range(0, len(tasks), size)]
+
+
+def _persist(out: Path | None, task: str, episodes: Sequence[Episode]) -> dict[str, Any]:
+    """The task's row; with ``out``, its best kernel, its episodes and the row (appended,
+    flushed, fsynced: the row last, so a task is done only once all of it is written)."""
+    row, kernel = task_row(task, episodes)
+    if out is not None:
+        if kernel is not None:
+            (out / "kernels").mkdir(exist_ok=True)
+            write_text_atomic(out / "kernels" / f"{task}.py", kernel)
+        (out / "episodes").mkdir(exist_ok=True)
+        records = "".join(json.dumps(episode_record(e)) + "\n" for e in episodes)
+        write_text_atomic(out / "episodes" / f"{task}.jsonl", records)
+        MetricsWriter(out / ROWS_FILE).write(row)
+    return row
 
 
 def episode_record(episode: Episode) -> dict[str, Any]:

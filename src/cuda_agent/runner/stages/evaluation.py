@@ -17,6 +17,7 @@ import json
 import shutil
 import statistics
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
 from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, micro_batches, read_rows
+from ..task_sets import named_parts
 from .rollouts import evaluations_per_min
 
 KEYS = (
@@ -42,12 +44,36 @@ KEYS = (
 def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     if name in ctx.state.finished_stages:
         return ctx.state.evaluations.get(name, {})
-    # one unit (its kind: the task set): a deadline stops the invocation before it, not in it
-    with ctx.unit(f"evaluation {name.rsplit('_', 1)[0]}", name):
-        return _evaluate(ctx, name, tasks)
+    kind = f"evaluation {name.rsplit('_', 1)[0]}"
+    if D.world_size() > 1:  # one unit: a deadline stops the invocation before it, not in it
+        with ctx.unit(kind, name):
+            return _evaluate(ctx, name, tasks)
+    return _evaluate(ctx, name, tasks, chunked=True)
 
 
-def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
+def set_parts(ctx: Run, name: str, tasks: Sequence[Task]) -> list[tuple[str, list[str]]]:
+    """The evaluation's parts: the held-out evaluations' tasks by the named set they come from
+    (``--eval-tasks a+b``: ``a``'s, then ``b``'s), other evaluations' as one part."""
+    names = [t.name for t in tasks]
+    if not name.startswith("heldout"):
+        return [("", names)]
+    config = ctx.config
+    named = named_parts(config.eval_tasks, config.kernelbench) if config.eval_tasks else {}
+    left = set(names)  # each task in the first part that names it
+    out = []
+    for label, part in named.items():
+        mine = [n for n in part if n in left]
+        left -= set(mine)
+        if mine:
+            out.append((label, mine))
+    rest = [n for n in names if n in left]
+    return [*out, ("", rest)] if rest or not out else out
+
+
+def _evaluate(ctx: Run, name: str, tasks: Sequence[Task], chunked: bool = False) -> dict[str, Any]:
+    """Evaluate ``tasks`` into ``eval/<name>``. ``chunked``: each chunk (a named set, or
+    ``eval_batch`` tasks of one) is a unit of its own, written as it ends and stopped before by
+    the deadline; the kind of a named set's chunks is ``evaluation heldout: <set>``."""
     config = ctx.config
     settings: dict[str, Any] = dict(
         turns=config.eval_turns,
@@ -69,9 +95,18 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     if D.world_size() == 1:
         # every task in one call: one generate (or one per micro-batch, taking turns with
         # the sandbox), then the verdicts
-        result = evaluate_tasks(
-            ctx.policy, ctx.sandbox, tasks, out_dir=out, batch=max(1, len(tasks)), **settings
-        )
+        labelled = set_parts(ctx, name, tasks) if chunked else [("", [t.name for t in tasks])]
+        kind = f"evaluation {name.rsplit('_', 1)[0]}"
+        batch = config.eval_batch or max(1, len(tasks))
+
+        def unit(label: str, chunk: Sequence[Task]) -> AbstractContextManager[None]:
+            whole = len(chunk) == len(tasks)
+            what = name if whole else f"{name} ({label or 'tasks'}: {_span(chunk, tasks)})"
+            return ctx.unit(f"{kind}: {label}" if label else kind, what)
+
+        result = evaluate_tasks(ctx.policy, ctx.sandbox, tasks, out_dir=out, batch=batch,
+                                parts=labelled, unit=unit if chunked else None,
+                                **settings)  # fmt: skip
     else:
         part = ctx.run_dir / "eval-parts" / name / str(D.rank())
         mine = D.share(tasks)
@@ -117,6 +152,17 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
         f"over {len(rewards)} tasks"
     )
     return summary
+
+
+def _span(chunk: Sequence[Task], tasks: Sequence[Task]) -> str:
+    """Which of the evaluation's tasks ``chunk`` is, by position: ``tasks 33-38 of 61``."""
+    index = [t.name for t in tasks].index(chunk[0].name) + 1
+    last = index + len(chunk) - 1
+    return (
+        f"task {index} of {len(tasks)}"
+        if last == index
+        else f"tasks {index}-{last} of {len(tasks)}"
+    )
 
 
 def _merge(parts: Path, out: Path, names: list[str]) -> None:
