@@ -18,6 +18,11 @@ steps:
   in which the rollouts went on with nothing sampling, i.e. the sandbox time that did not overlap
   sampling (issue 28's ``rl_step_sandbox_share``; the agent's own bookkeeping, a fraction of a
   second a step, is in it too);
+- ``gpu_busy_share``: the mean GPU utilisation (NVML's share of time a kernel ran) over the
+  steps' ``sandbox_windows`` (``time.monotonic()`` spans of the sandbox's work), from the
+  ``gpu_util_call<N>.csv`` files ``learning_run.py`` writes beside the run's figures on a GPU
+  (``gpu/gpu_util.py``): issue 28's ``rl_step_gpu_busy_share``, how busy the GPU was while the
+  sandbox judged (sampling that overlapped it counts too); None without those files;
 - ``median_step_s``, ``steps``, ``reruns_alone`` (jobs run again with the device alone after an
   out-of-memory beside other lanes), ``distinct_answers_first`` / ``_last`` (the mean share of
   distinct answers in the first and last five steps).
@@ -37,11 +42,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+from gpu_util import mean_within, read_log
 from provenance import commit
 
 
-def figures(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The module docstring's figures over ``steps`` (RL step records). ValueError for none."""
+def figures(
+    steps: Sequence[dict[str, Any]], gpu: Sequence[tuple[float, float]] = ()
+) -> dict[str, Any]:
+    """The module docstring's figures over ``steps`` (RL step records), ``gpu`` the GPU's
+    utilisation readings (``gpu_util.read_log``). ValueError for no steps."""
     if not steps:
         raise ValueError("no RL steps in the metrics")
     seconds = sum(s["seconds"] for s in steps)
@@ -50,6 +59,8 @@ def figures(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
     busy = sum(s.get("sandbox_s", 0.0) for s in steps)
     alone = sum(s.get("rollout_s", 0.0) - s.get("sampling_s", 0.0) for s in steps)
     distinct = [s["distinct_answers"] for s in steps if "distinct_answers" in s]
+    windows = [w for s in steps for w in _windows(s)]
+    busy_gpu = mean_within(gpu, windows) if gpu and windows else None
     return {
         "steps": len(steps),
         "seconds": round(seconds, 1),
@@ -61,10 +72,22 @@ def figures(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "sandbox_busy_s": round(busy, 1),
         "sandbox_jobs_per_busy_minute": round(60 * jobs / busy, 1) if busy else None,
         "sandbox_share": round(alone / seconds, 3),
+        "gpu_busy_share": round(busy_gpu, 3) if busy_gpu is not None else None,
         "reruns_alone": sum(s.get("reruns_alone", 0) for s in steps),
         "distinct_answers_first": round(statistics.fmean(distinct[:5]), 3) if distinct else None,
         "distinct_answers_last": round(statistics.fmean(distinct[-5:]), 3) if distinct else None,
     }
+
+
+def _windows(step: dict[str, Any]) -> list[list[float]]:
+    """The step's sandbox windows (a list, or its text where a writer flattened it)."""
+    windows = step.get("sandbox_windows") or []
+    return json.loads(windows) if isinstance(windows, str) else list(windows)
+
+
+def gpu_readings(run_dir: Path) -> list[tuple[float, float]]:
+    """Every ``gpu_util_call<N>.csv`` reading in ``run_dir``, in time order."""
+    return sorted(r for path in sorted(run_dir.glob("gpu_util_call*.csv")) for r in read_log(path))
 
 
 def rl_steps(run_dir: Path) -> list[dict[str, Any]]:
@@ -82,15 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         steps = rl_steps(args.run_dir)
-        report = figures(steps)
+        gpu = gpu_readings(args.run_dir)
+        report = figures(steps, gpu)
         if args.skip_first:
-            report["without_first"] = figures(steps[args.skip_first :])
+            report["without_first"] = figures(steps[args.skip_first :], gpu)
     except (OSError, ValueError, KeyError) as error:
         print(f"rl_step_figures: {args.run_dir}: {error}")
         return 1
     report.update(run_command=args.command, commit=commit())
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("answers_per_minute", "sandbox_share")}))
+    keys = ("answers_per_minute", "sandbox_share", "gpu_busy_share")
+    print(json.dumps({k: report[k] for k in keys}))
     return 0
 
 

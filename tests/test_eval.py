@@ -209,7 +209,7 @@ def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(
 def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_path: Path) -> None:
     """``parts`` order the tasks and bound each chunk (``batch`` within a part); ``unit`` wraps
     every chunk with work and may stop the evaluation before one: the chunks before it are
-    written, and a rerun judges only the rest."""
+    written, and a rerun judges only the rest. ``part_samples`` gives a part its own count."""
     tasks = [RELU, SILU, ADD_MUL]
     parts = [("b", ["add_mul"]), ("a", ["relu", "silu"])]
     entered: list[tuple[str, list[str]]] = []
@@ -236,6 +236,14 @@ def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_
                             unit=unit, log=lambda _: None)  # fmt: skip
     assert entered == [("a", ["silu"])] and again.asked == {"silu": 1}
     assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
+    counted = evaluate_tasks(ScriptedPolicy(), sandbox, tasks, out_dir=tmp_path / "counts",
+                             parts=parts, part_samples={"b": 3, "z": 5}, log=lambda _: None)  # fmt: skip
+    assert {r["task"]: r["samples"] for r in counted["per_task"]} == {
+        "relu": 1, "silu": 1, "add_mul": 3,  # a part's own count; "z" names no part: ignored
+    }  # fmt: skip
+    assert sorted(counted["pass_at_k"]) == ["1"]  # pass@k up to the fewest samples
+    with pytest.raises(ValueError, match="--set-samples names starter, which is not one of"):
+        EvalOptions(tasks="heldout-ops+heldout-compositions", set_samples="starter=2")
     for wrong, said in (
         ([("a", ["relu", "silu"])], "in no part: add_mul"),
         ([("a", ["relu", "silu", "add_mul", "relu"])], "in two parts: relu"),

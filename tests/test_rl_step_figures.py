@@ -55,3 +55,51 @@ def test_a_run_without_rl_steps_is_an_error_not_a_figure(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"stage": "warmstart", "step": 0}) + "\n")
     assert m.main([str(tmp_path), str(tmp_path / "out.json")]) == 1
     assert not (tmp_path / "out.json").exists()
+
+
+def test_the_gpu_busy_share_is_the_utilisation_inside_the_sandbox_windows(tmp_path):
+    m = _module()
+    records = [
+        {**_step(0, 10.0, 4.0, 7.0, 6.0), "sandbox_windows": [[100.0, 104.0], [102.0, 106.0]]},
+        {**_step(1, 10.0, 4.0, 7.0, 6.0), "sandbox_windows": [[120.0, 121.0]]},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert m.main([str(tmp_path), str(tmp_path / "without.json")]) == 0
+    assert json.loads((tmp_path / "without.json").read_text())["gpu_busy_share"] is None
+    # two calls' logs; readings outside every window (99, 110, 125) do not count, a reading
+    # inside two overlapping windows (103) counts once, a line cut short by a kill is skipped
+    (tmp_path / "gpu_util_call1.csv").write_text("99.0,1.00\n101.0,0.20\n103.0,0.40\n")
+    (tmp_path / "gpu_util_call2.csv").write_text("105.5,0.60\n110.0,1.00\n120.5,0.80\n125,0.9\n12")
+    assert m.main([str(tmp_path), str(tmp_path / "out.json"), "--skip-first", "1"]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert got["gpu_busy_share"] == pytest.approx((0.2 + 0.4 + 0.6 + 0.8) / 4, abs=1e-3)
+    assert got["without_first"]["gpu_busy_share"] == pytest.approx(0.8)
+
+
+def test_the_utilisation_log_stamps_each_reading_with_the_machines_monotonic_clock(tmp_path):
+    """``gpu_util.UtilisationLog`` on a stand-in for ``nvidia-smi`` that prints what the real
+    one prints (a percentage a line, "[N/A]" where it has none): readings in the file and in
+    ``samples``, stamped while the block ran; no command, nothing started and nothing written."""
+    import sys
+    import time
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+    from gpu_util import UtilisationLog, read_log
+
+    fake = tmp_path / "fake-smi"
+    fake.write_text("#!/bin/sh\necho 37\necho '[N/A]'\necho 80\nexec sleep 30\n")
+    fake.chmod(0o755)
+    log = tmp_path / "util.csv"
+    before = time.monotonic()
+    with UtilisationLog(log, command=str(fake)) as util:
+        deadline = time.monotonic() + 20
+        while len(util.samples) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    after = time.monotonic()
+    assert [share for _, share in util.samples] == [0.37, 0.80]
+    assert all(before <= t <= after for t, _ in util.samples)
+    assert read_log(log) == [(round(t, 3), share) for t, share in util.samples]
+    assert util.proc is not None and util.proc.poll() is not None  # the reader was stopped
+    with UtilisationLog(tmp_path / "none.csv", command="no-such-nvidia-smi") as absent:
+        assert absent.proc is None
+    assert not (tmp_path / "none.csv").exists()

@@ -177,3 +177,23 @@ def test_compact_plus_variants_teaches_each_reductions_two_layouts_as_two_exampl
     assert examples[0].response_ids != examples[1].response_ids
     # the named set of the tasks with a choice: RL from such a warm start trains on these
     assert [t.name for t in load_set("synth-variants")] == sorted(two)
+
+
+def test_eval_set_samples_name_sets_of_eval_tasks_with_a_positive_count() -> None:
+    config = TrainConfig(
+        eval_tasks="heldout-compositions:32+kernelbench-l1-subset",
+        eval_set_samples="kernelbench-l1-subset=1",
+    )
+    assert config.set_samples() == {"kernelbench-l1-subset": 1}
+    assert TrainConfig(eval_tasks="heldout-ops").set_samples() == {}
+    for wrong, said in (
+        ("kernelbench-l1-subset", "takes SET=N"),
+        ("kernelbench-l1-subset=0", "takes SET=N"),
+        ("kernelbench-l1-subset=x", "takes SET=N"),
+        ("heldout-ops=2", "not one of the '\\+'-joined sets"),
+        ("kernelbench-l1-subset=1,kernelbench-l1-subset=2", "twice"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            TrainConfig(
+                eval_tasks="heldout-compositions:32+kernelbench-l1-subset", eval_set_samples=wrong
+            )

@@ -391,14 +391,16 @@ def test_the_warm_start_ends_at_its_nll_target_and_a_resumed_run_reads_the_windo
 def test_an_evaluation_of_several_sets_is_stopped_between_them_and_never_redone(
     setup, tmp_path, monkeypatch, capsys
 ):
-    """``--eval-tasks A+B``: each named set is a unit of the evaluation, written as it ends.
+    """``--eval-tasks A+B``: each named set is a unit of the evaluation, written as it ends
+    (with its own number of samples where ``--eval-set-samples`` gives one).
     A deadline stops the run between the sets (an evaluation longer than an invocation
     finishes over several; on 2026-12-05 one was killed whole at two calls' ends), the next
     invocation judges only the set not yet judged, and the result is the unstopped run's."""
     root = tmp_path / "sets"
     first = copy_builtin_tasks(root / "first", ("tanh",), compact=False)
     second = copy_builtin_tasks(root / "second", ("elu",), compact=False)
-    flags = [*setup, "--eval-tasks", f"{first}+{second}", "--warmstart-steps", "0"]
+    flags = [*setup, "--eval-tasks", f"{first}+{second}", "--eval-set-samples", f"{second}=2"]
+    flags += ["--warmstart-steps", "0"]
     flags += ["--rl-warmup-steps", "0", "--rft-tasks", "0", "--steps", "0"]
     unstopped = tmp_path / "unstopped"
     assert main(["train", *flags, "--out", str(unstopped)]) == 0
@@ -422,7 +424,8 @@ def test_an_evaluation_of_several_sets_is_stopped_between_them_and_never_redone(
     assert all(s[1].startswith(f"{second}: task 2 of 2)") for s in stops), stops
     for name in ("heldout_before", "heldout_after"):
         rows = (run / "eval" / name / "eval_tasks.jsonl").read_text().splitlines()
-        assert sorted(json.loads(r)["task"] for r in rows) == ["elu", "tanh"]  # each once
+        got = {json.loads(r)["task"]: json.loads(r)["samples"] for r in rows}  # each once
+        assert len(rows) == 2 and got == {"tanh": 1, "elu": 2}  # the second set: its own count
         a = json.loads((run / "eval" / name / "eval.json").read_text())
         b = json.loads((unstopped / "eval" / name / "eval.json").read_text())
         _close(steady(a["per_task"]), steady(b["per_task"]), f"eval/{name}")

@@ -14,7 +14,8 @@ before the end and the next call redoes that unit, as after any kill.
 Every call copies the run's figures so far into OUT_DIR: ``learning_run.json`` (every call's
 exit, wall seconds and steps reached, and the whole run's invocations, wall and training
 seconds), ``metrics.jsonl``, ``state.json``, ``config.json``, ``eval_<name>.json`` and the
-call's log ``train_call<N>.log``. The call that finishes the run also copies ``summary.json``
+call's log ``train_call<N>.log`` (and, on a GPU, ``gpu_util_call<N>.csv``: its utilisation
+every 100 ms, ``gpu_util.py``, for ``rl_step_figures.py``). The call that finishes the run also copies ``summary.json``
 and writes ``train_learning.json`` and ``learning.json`` (``benchmarks/train_report.py``, its
 wall time the trainer's over every call, start-up included). Exit status: 0 the run is
 finished; 75 call again with ``resume``; 1 an error (the log's tail is printed).
@@ -43,6 +44,9 @@ import tarfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_util import UtilisationLog
 
 EX_TEMPFAIL = 75  # cuda_agent.runner.deadline's: stopped for the deadline
 KILL_BEFORE_END_S = 20.0  # a trainer still running then is killed: the figures are copied
@@ -220,10 +224,11 @@ def report(run: Path, out: Path, command: list[str], wall_s: float) -> None:
     )
 
 
-def _run(command: list[str], log: Path, timeout: float) -> int | None:
+def _run(command: list[str], log: Path, timeout: float, gpu_log: Path | None = None) -> int | None:
     """The command in its own process group, output to ``log``; None when killed for the
-    timeout (the whole group: the sandbox's workers too)."""
-    with log.open("w") as fh:
+    timeout (the whole group: the sandbox's workers too). With ``gpu_log``, the GPU's
+    utilisation meanwhile goes there (``gpu_util.UtilisationLog``; nothing without a GPU)."""
+    with log.open("w") as fh, UtilisationLog(gpu_log):
         proc = subprocess.Popen(
             command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -294,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(exist_ok=True)
     log = logs / f"train_call{len(calls) + 1}.log"
     started, at = time.monotonic(), _now()
-    code = _run(command, log, args.seconds - KILL_BEFORE_END_S - (started - began))
+    gpu_log = logs / f"gpu_util_call{len(calls) + 1}.csv"  # where nvidia-smi is
+    code = _run(command, log, args.seconds - KILL_BEFORE_END_S - (started - began), gpu_log)
     said = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("cuda-agent:")]
     calls.append(
         {

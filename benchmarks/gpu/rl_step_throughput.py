@@ -48,8 +48,10 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "policy"))
+sys.path.insert(0, str(HERE))
 
 from decode_shapes import SMOLLM2  # noqa: E402
+from gpu_util import UtilisationLog  # noqa: E402
 from throughput import SHAPES  # noqa: E402
 
 SHAPES = {
@@ -224,7 +226,7 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
         sandbox.measure_baselines(tasks)  # ahead, as cuda-agent train does
     slots = sandbox.config.workers * int(sandbox.config.lanes_per_gpu)
     pool = ThreadPoolExecutor(max_workers=2)
-    gpu = _UtilisationLog() if backend == "cuda" else None
+    gpu = UtilisationLog().start() if backend == "cuda" else None
 
     def step(k: int) -> dict[str, Any]:
         prompts = prompt_ids(vocab, len(tasks), args.prompt_tokens, args.seed + k)
@@ -252,9 +254,9 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
             ]  # fmt: skip
             submitted = submitted or time.perf_counter()
             futures.append(pool.submit(sandbox.evaluate_many, jobs))
-        sampled_at = time.perf_counter()
+        sampled_at, sampled_mono = time.perf_counter(), time.monotonic()
         verdicts = [r for f in futures for r in f.result()]
-        evaluated_at = time.perf_counter()
+        evaluated_at, evaluated_mono = time.perf_counter(), time.monotonic()
         order = [i for half in halves for i in half]
         episodes, rewards = [], []
         samples = [(i, s) for i in order for s in groups[i]]
@@ -273,7 +275,7 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
         busy = sum(r.wall_seconds for r in verdicts) / slots
         waited = evaluated_at - sampled_at
         sandbox_wall = evaluated_at - submitted  # first answers in to last verdict out
-        alone = gpu.mean(sampled_at, evaluated_at) if gpu else None
+        alone = gpu.mean(sampled_mono, evaluated_mono) if gpu else None
         tokens = sum(len(s.prompt_ids) + len(s.response_ids) for _, s in samples)
         return {
             "seconds": end - t0,
@@ -318,38 +320,6 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
         out[key] = sum(values) / len(values) if values else None
     out["tasks"] = [t.name for t in tasks]
     return out
-
-
-class _UtilisationLog:
-    """``nvidia-smi``'s GPU utilisation (the share of time a kernel ran) every 100 ms, with the
-    time each line arrived, for the mean over a window."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.samples: list[tuple[float, float]] = []
-        self.proc = subprocess.Popen(
-            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-             "-lms", "100"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.samples.append((time.perf_counter(), float(line.split(",")[0]) / 100))
-            except ValueError:
-                continue
-
-    def mean(self, start: float, end: float) -> float | None:
-        inside = [u for t, u in self.samples if start <= t <= end]
-        return sum(inside) / len(inside) if inside else None
-
-    def close(self) -> None:
-        self.proc.kill()
 
 
 # -------------------------------------------------------------------------------------- TRL

@@ -182,7 +182,10 @@ def _eval_parser(sub: Any) -> None:
         "out": "output directory; rerun on it to resume (default runs/eval-<timestamp>)",
         "backend": "sandbox backend: cpu, cuda or auto (cuda when a GPU is visible)",
         "time_compile": "time torch.compile too (default: only on CUDA)",
-        "batch": "tasks that share one batch of episodes",
+        "batch": "tasks that share one batch of episodes (a chunk, written as it ends; "
+        "each '+'-joined set of --tasks is chunked on its own)",
+        "set_samples": "SET=N[,SET=N...]: another number of samples for some '+'-joined sets "
+        "of --tasks (e.g. kernelbench-l1-subset=1: each of its verdicts holds a GPU alone)",
         "sizes": "'small': each task at its smaller GPU variant where it has one (the shipped "
         "compositions' small_sizes, a task file's SMALL_SIZES), as `train --eval-sizes small`; "
         "'full': the module's sizes",

@@ -33,6 +33,27 @@ from .trainer.update_config import (
 Backend = Literal["auto", "cpu", "cuda"]  # kernel_sandbox.SandboxConfig's
 
 
+def parse_set_samples(text: str, source: str, flag: str) -> dict[str, int]:
+    """``SET=N[,SET=N...]`` read: a named part of ``source`` -> its samples. ValueError naming
+    ``flag`` and what is amiss (not ``SET=N``, N not a positive integer, a set named twice or
+    not among ``source``'s ``+``-joined parts)."""
+    out: dict[str, int] = {}
+    sets = source.split("+") if source else []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, equals, count = item.rpartition("=")
+        if not equals or not name or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{flag} takes SET=N[,SET=N...], N >= 1; not {item!r}")
+        if name in out:
+            raise ValueError(f"{flag} names {name} twice")
+        if name not in sets:
+            raise ValueError(
+                f"{flag} names {name}, which is not one of the '+'-joined sets of the "
+                f"evaluation's tasks ({source or 'none given'})"
+            )
+        out[name] = int(count)
+    return out
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """A training run. Defaults are the embedded default: SmolLM2-135M on the CPU backend.
@@ -70,6 +91,10 @@ class TrainConfig:
     # over them, each figure with its 95% bootstrap interval over tasks
     eval_samples: int = 1
     eval_temperature: float = 0.0
+    # other sample counts for some named sets of ``eval_tasks``: "SET=N[,SET=N...]", e.g.
+    # "kernelbench-l1-subset=1" (KernelBench's 6.4 GB inputs: each of its verdicts holds an
+    # 80 GB GPU alone for seconds); the other sets get ``eval_samples``
+    eval_set_samples: str = ""
     # an evaluation's tasks in this many micro-batches that take turns, one sampling while the
     # sandbox judges the other's answers (0: auto, 2 on the CUDA backend, where an H100
     # evaluation sampled for 62 s and then judged for 63 s; 1 on the CPU, where both share the
@@ -212,6 +237,7 @@ class TrainConfig:
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
                     f"not {getattr(self, name)!r}"
                 )
+        self.set_samples()  # ValueError when malformed
         if self.warmstart_until_nll < 0:
             raise ValueError("--warmstart-until-nll must be >= 0 (0: run every warm-start step)")
         if not 0 <= self.warmstart_lr_floor <= 1:
@@ -234,6 +260,11 @@ class TrainConfig:
             )
         if self.update_config("rl").advantage.needs_critic and self.history != "full":
             raise ValueError("--advantage gae needs --history full (GAE runs over whole episodes)")
+
+    def set_samples(self) -> dict[str, int]:
+        """``eval_set_samples`` read: named set of ``eval_tasks`` -> samples (ValueError when
+        malformed: ``task_sets.parse_set_samples``)."""
+        return parse_set_samples(self.eval_set_samples, self.eval_tasks, "--eval-set-samples")
 
     def stage_units(self) -> dict[str, int]:
         """The steps each training stage is asked for, in the run's order (0: the stage is

@@ -32,6 +32,8 @@ the training compositions' rule). Otherwise every task keeps its module's sizes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cuda_agent.kernel_sandbox import Task, builtin_tasks, load_tasks
 
 from .config import TrainConfig
@@ -131,6 +133,25 @@ def at_small_sizes(tasks: list[Task]) -> list[Task]:
         small = task.small_sizes or shipped.get(task.source)
         resized.append(task.resized(small) if small else task)
     return resized
+
+
+def labelled_parts(
+    source: str, tasks: Sequence[Task], kernelbench: str = ""
+) -> list[tuple[str, list[str]]]:
+    """``tasks`` (names) by the ``+``-joined part of ``source`` each comes from, in the
+    parts' order (a task in the first part that names it; tasks of none last, unlabelled); one
+    unlabelled part of all when ``source`` names one set. An evaluation judges each part as
+    its own chunk (``evaluate.evaluate_tasks``' ``parts``)."""
+    names = [t.name for t in tasks]
+    left = set(names)
+    out = []
+    for label, part in named_parts(source, kernelbench).items() if source else ():
+        mine = [n for n in part if n in left]
+        left -= set(mine)
+        if mine:
+            out.append((label, mine))
+    rest = [n for n in names if n in left]
+    return [*out, ("", rest)] if rest or not out else out
 
 
 def task_sets(config: TrainConfig) -> tuple[list[Task], list[Task]]:

@@ -17,7 +17,7 @@ from typing import Any, get_args
 from cuda_agent.kernel_sandbox import Task, TaskError
 
 from ..checkpoint import trained_weights
-from ..config import Backend
+from ..config import Backend, parse_set_samples
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class EvalOptions:
     device: str = "auto"
     turns: int = 1
     samples: int = 1
+    # other sample counts for some '+'-joined sets of ``tasks``: "SET=N[,SET=N...]"
+    set_samples: str = ""
     temperature: float = 0.0
     max_new_tokens: int = 512
     out: str = ""  # "" = runs/eval-<timestamp>
@@ -49,6 +51,7 @@ class EvalOptions:
             raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
         if self.sizes not in ("full", "small"):
             raise ValueError(f"--sizes must be full or small, not {self.sizes!r}")
+        parse_set_samples(self.set_samples, self.tasks, "--set-samples")  # ValueError if amiss
 
 
 def eval_tasks_from(spec: str, kernelbench: str = "") -> list[Task]:
@@ -120,11 +123,17 @@ def run_eval(
     from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 
     from ..report.terminal import eval_table
+    from ..task_sets import labelled_parts
     from .evaluate import evaluate_tasks, micro_batches
 
     started = time.perf_counter()
 
     tasks = tasks_of(options)
+    # each '+'-joined set a chunk of its own (``batch`` tasks at a time), with its samples
+    spec = "+".join("builtin" if p == "all" else p for p in options.tasks.split("+"))
+    parts = labelled_parts(spec, tasks, options.kernelbench)
+    samples = parse_set_samples(options.set_samples, options.tasks, "--set-samples")
+    samples = {("builtin" if k == "all" else k): v for k, v in samples.items()}
     policy, name = load_policy(options)
     out = Path(options.out or time.strftime("runs/eval-%Y%m%d-%H%M%S"))
     config = SandboxConfig(
@@ -146,6 +155,8 @@ def run_eval(
             log=say,
             seed=options.seed,
             batch=options.batch,
+            parts=parts,
+            part_samples=samples,
             model=name,
             progress=progress,
             agent_config=AgentConfig(

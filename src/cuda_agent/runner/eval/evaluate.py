@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,7 @@ def evaluate_tasks(
     progress: bool = False,
     parts: Sequence[tuple[str, Sequence[str]]] | None = None,
     unit: Callable[[str, Sequence[Task]], AbstractContextManager[object]] | None = None,
+    part_samples: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``tasks`` through ``sandbox``; returns what ``eval.json`` holds.
 
@@ -85,6 +86,9 @@ def evaluate_tasks(
     task names)`` that cover every task once, in the order to judge them; None: one part of
     all). ``unit(label, chunk)``, when given, is entered around each chunk that has work: it
     may raise to stop the evaluation before that chunk (the chunks before it stay written).
+    ``part_samples`` gives some parts, by label, another number of samples than ``samples``
+    (a set whose every verdict costs seconds, say; pass@k is then reported up to the fewest;
+    a label no part has is ignored).
     With ``out_dir`` every finished chunk is persisted at once and a rerun resumes; without
     it nothing is written. ``model`` names the policy in
     the config. Raises EvaluationError when the policy produced no answer at all for a task.
@@ -95,7 +99,8 @@ def evaluate_tasks(
     """
     # (AgentConfig checks the turns: max_turns >= 1)
     agent = dataclasses.replace(agent_config or AgentConfig(), max_turns=turns)
-    if samples < 1 or batch < 1:
+    part_samples = dict(part_samples or {})
+    if samples < 1 or batch < 1 or any(n < 1 for n in part_samples.values()):
         raise ValueError("samples and batch must be >= 1")
     names = [t.name for t in tasks]
     if len(set(names)) != len(names):
@@ -107,6 +112,7 @@ def evaluate_tasks(
         "temperature": temperature,
         "max_new_tokens": max_new_tokens,
         "seed": seed,
+        "part_samples": part_samples or None,  # (None: every part has ``samples``)
         "model": model or None,
         "backend": sandbox.backend,
         "time_compile": getattr(getattr(sandbox, "config", None), "time_compile", None),
@@ -120,10 +126,11 @@ def evaluate_tasks(
         extra = sorted(set(done) - set(names))
         if extra:
             log(f"ignoring {len(extra)} rows in {out / ROWS_FILE} for tasks not evaluated now")
+    labelled = _checked_parts(parts, names)
     by_name = {t.name: t for t in tasks}
     chunks = [
         (label, chunk)
-        for label, part in _checked_parts(parts, names)
+        for label, part in labelled
         for chunk in _pieces([by_name[n] for n in part if n not in done], batch)
     ]
     todo = [t for _, chunk in chunks for t in chunk]
@@ -135,7 +142,8 @@ def evaluate_tasks(
     try:
         for label, chunk in chunks:
             with unit(label, chunk) if unit is not None else contextlib.nullcontext():
-                sampling = SamplingParams(n=samples, max_new_tokens=max_new_tokens,
+                sampling = SamplingParams(n=part_samples.get(label, samples),
+                                          max_new_tokens=max_new_tokens,
                                           temperature=temperature,
                                           seed=seed + names.index(chunk[0].name))  # fmt: skip
                 rollout = run_episodes(policy, sandbox, chunk, sampling, agent)

@@ -28,7 +28,7 @@ from .. import distributed as D
 from ..checkpoint import write_text_atomic
 from ..context import Run
 from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, micro_batches, read_rows
-from ..task_sets import named_parts
+from ..task_sets import labelled_parts
 from .rollouts import evaluations_per_min
 
 KEYS = (
@@ -48,30 +48,20 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     if D.world_size() > 1:  # one unit: a deadline stops the invocation before it, not in it
         with ctx.unit(kind, name):
             return _evaluate(ctx, name, tasks)
-    return _evaluate(ctx, name, tasks, chunked=True)
+    return _evaluate(ctx, name, tasks)
 
 
 def set_parts(ctx: Run, name: str, tasks: Sequence[Task]) -> list[tuple[str, list[str]]]:
     """The evaluation's parts: the held-out evaluations' tasks by the named set they come from
     (``--eval-tasks a+b``: ``a``'s, then ``b``'s), other evaluations' as one part."""
-    names = [t.name for t in tasks]
     if not name.startswith("heldout"):
-        return [("", names)]
-    config = ctx.config
-    named = named_parts(config.eval_tasks, config.kernelbench) if config.eval_tasks else {}
-    left = set(names)  # each task in the first part that names it
-    out = []
-    for label, part in named.items():
-        mine = [n for n in part if n in left]
-        left -= set(mine)
-        if mine:
-            out.append((label, mine))
-    rest = [n for n in names if n in left]
-    return [*out, ("", rest)] if rest or not out else out
+        return [("", [t.name for t in tasks])]
+    return labelled_parts(ctx.config.eval_tasks, tasks, ctx.config.kernelbench)
 
 
-def _evaluate(ctx: Run, name: str, tasks: Sequence[Task], chunked: bool = False) -> dict[str, Any]:
-    """Evaluate ``tasks`` into ``eval/<name>``. ``chunked``: each chunk (a named set, or
+def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
+    """Evaluate ``tasks`` into ``eval/<name>``, by ``set_parts`` (each part's samples:
+    ``eval_set_samples``, else ``eval_samples``). One process: each chunk (a part, or
     ``eval_batch`` tasks of one) is a unit of its own, written as it ends and stopped before by
     the deadline; the kind of a named set's chunks is ``evaluation heldout: <set>``."""
     config = ctx.config
@@ -83,6 +73,7 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task], chunked: bool = False)
         log=ctx.log,
         seed=config.seed,
         model=config.model,
+        part_samples=config.set_samples() if name.startswith("heldout") else {},
         agent_config=AgentConfig(
             history=config.history,
             micro_batches=micro_batches(config.eval_micro_batches, ctx.sandbox.backend),
@@ -93,9 +84,8 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task], chunked: bool = False)
     result: dict[str, Any] | None = None
     memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
     if D.world_size() == 1:
-        # every task in one call: one generate (or one per micro-batch, taking turns with
+        # each chunk in one call: one generate (or one per micro-batch, taking turns with
         # the sandbox), then the verdicts
-        labelled = set_parts(ctx, name, tasks) if chunked else [("", [t.name for t in tasks])]
         kind = f"evaluation {name.rsplit('_', 1)[0]}"
         batch = config.eval_batch or max(1, len(tasks))
 
@@ -105,13 +95,14 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task], chunked: bool = False)
             return ctx.unit(f"{kind}: {label}" if label else kind, what)
 
         result = evaluate_tasks(ctx.policy, ctx.sandbox, tasks, out_dir=out, batch=batch,
-                                parts=labelled, unit=unit if chunked else None,
+                                parts=set_parts(ctx, name, tasks), unit=unit,
                                 **settings)  # fmt: skip
     else:
         part = ctx.run_dir / "eval-parts" / name / str(D.rank())
         mine = D.share(tasks)
         if mine:
-            evaluate_tasks(ctx.policy, ctx.sandbox, mine, out_dir=part, batch=len(mine), **settings)
+            evaluate_tasks(ctx.policy, ctx.sandbox, mine, out_dir=part, batch=len(mine),
+                           parts=set_parts(ctx, name, mine), **settings)  # fmt: skip
         D.barrier()  # every part is written
         if D.is_main():
             _merge(part.parent, out, [t.name for t in tasks])
