@@ -146,14 +146,11 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
 
 
 def _span(chunk: Sequence[Task], tasks: Sequence[Task]) -> str:
-    """Which of the evaluation's tasks ``chunk`` is, by position: ``tasks 33-38 of 61``."""
+    """Which of the evaluation's tasks ``chunk`` is, by position: ``task 33 of 61``, or ``6
+    tasks from task 33 of 61`` (not all of them next to each other after a resume)."""
     index = [t.name for t in tasks].index(chunk[0].name) + 1
-    last = index + len(chunk) - 1
-    return (
-        f"task {index} of {len(tasks)}"
-        if last == index
-        else f"tasks {index}-{last} of {len(tasks)}"
-    )
+    first = f"task {index} of {len(tasks)}"
+    return first if len(chunk) == 1 else f"{len(chunk)} tasks from {first}"
 
 
 def _merge(parts: Path, out: Path, names: list[str]) -> None:
