@@ -136,8 +136,14 @@ def test_a_packed_run_returns_within_the_devices_file_limit(tmp_path, monkeypatc
     assert len(list((out / "pack").iterdir())) == 1
     back = tmp_path / "back"
     m.unpack(out / "pack", back)
-    for name in ("summary.json", "learning.json", "train_learning.json", "calls/train_call1.log"):
+    for name in ("summary.json", "learning.json", "train_learning.json", "calls/train_call1.log",
+                 "calls/jobs_call1.jsonl"):  # fmt: skip
         assert (back / name).is_file(), name
+    # the sandbox's job log of the call: whatever it judged, nothing left under way
+    from cuda_agent.kernel_sandbox._parent.job_log import read_events, summarize
+
+    jobs = summarize(read_events(back / "calls" / "jobs_call1.jsonl"))
+    assert jobs["arrived"] == jobs["ended"] and jobs["running"] == jobs["waiting"] == []
     assert (back / "adapter" / "adapter_model.safetensors").is_file()
     assert not (back / "checkpoints").exists()
 

@@ -14,7 +14,9 @@ before the end and the next call redoes that unit, as after any kill.
 Every call copies the run's figures so far into OUT_DIR: ``learning_run.json`` (every call's
 exit, wall seconds and steps reached, and the whole run's invocations, wall and training
 seconds), ``metrics.jsonl``, ``state.json``, ``config.json``, ``eval_<name>.json`` and the
-call's log ``train_call<N>.log`` (and, on a GPU, ``gpu_util_call<N>.csv``: its utilisation
+call's log ``train_call<N>.log``, its sandbox's job log ``jobs_call<N>.jsonl`` (each job's
+arrival, lane and verdict as they happened: ``kernel-sandbox jobs FILE`` says which jobs still
+waited or ran when a call was killed) and, on a GPU, ``gpu_util_call<N>.csv`` (its utilisation
 every 100 ms, ``gpu_util.py``, for ``rl_step_figures.py``). The call that finishes the run also copies ``summary.json``
 and writes ``train_learning.json`` and ``learning.json`` (``benchmarks/train_report.py``, its
 wall time the trainer's over every call, start-up included). Exit status: 0 the run is
@@ -224,13 +226,24 @@ def report(run: Path, out: Path, command: list[str], wall_s: float) -> None:
     )
 
 
-def _run(command: list[str], log: Path, timeout: float, gpu_log: Path | None = None) -> int | None:
+def _run(
+    command: list[str],
+    log: Path,
+    timeout: float,
+    gpu_log: Path | None = None,
+    job_log: Path | None = None,
+) -> int | None:
     """The command in its own process group, output to ``log``; None when killed for the
     timeout (the whole group: the sandbox's workers too). With ``gpu_log``, the GPU's
-    utilisation meanwhile goes there (``gpu_util.UtilisationLog``; nothing without a GPU)."""
+    utilisation meanwhile goes there (``gpu_util.UtilisationLog``; nothing without a GPU); with
+    ``job_log``, the sandbox's jobs as they happen (``$CUDA_AGENT_JOB_LOG``, unless set
+    already: ``kernel-sandbox jobs`` reads it)."""
+    env = dict(os.environ)
+    if job_log is not None:
+        env.setdefault("CUDA_AGENT_JOB_LOG", str(job_log))
     with log.open("w") as fh, UtilisationLog(gpu_log):
         proc = subprocess.Popen(
-            command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+            command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
         try:
             return proc.wait(timeout=max(1.0, timeout))
@@ -300,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     log = logs / f"train_call{len(calls) + 1}.log"
     started, at = time.monotonic(), _now()
     gpu_log = logs / f"gpu_util_call{len(calls) + 1}.csv"  # where nvidia-smi is
-    code = _run(command, log, args.seconds - KILL_BEFORE_END_S - (started - began), gpu_log)
+    job_log = logs / f"jobs_call{len(calls) + 1}.jsonl"
+    budget = args.seconds - KILL_BEFORE_END_S - (started - began)
+    code = _run(command, log, budget, gpu_log, job_log)
     said = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("cuda-agent:")]
     calls.append(
         {

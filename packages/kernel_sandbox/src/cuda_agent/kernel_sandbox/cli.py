@@ -1,11 +1,13 @@
-"""``kernel-sandbox eval TASK CANDIDATE``, ``kernel-sandbox check-task TASK`` and
-``kernel-sandbox baselines DIR``.
+"""``kernel-sandbox eval TASK CANDIDATE``, ``kernel-sandbox check-task TASK``,
+``kernel-sandbox baselines DIR`` and ``kernel-sandbox jobs LOG``.
 
 ``eval`` exits 0 whenever a verdict was produced (whatever it is); ``check-task`` exits 0 when
 the task rewards no trivial answer and 1 when it has findings; ``baselines`` measures the
 ``torch.compile`` baselines of a task directory ahead (kept on disk, as evaluations keep them)
-and exits 0 when none failed, 1 otherwise. All exit 2 on a usage error (a missing or broken
-task or candidate file, a bad option).
+and exits 0 when none failed, 1 otherwise. ``jobs`` says what a job log
+(``$CUDA_AGENT_JOB_LOG``) holds: the verdicts, and the jobs still waiting for a lane or running
+when it stopped (exit 0). All exit 2 on a usage error (a missing or broken task, candidate or
+log file, a bad option).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ._parent.job_log import read_events, summarize
 from .candidates import read_candidate
 from .config import TOLERANCE_PRESETS, SandboxConfig
 from .errors import TaskError
@@ -52,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     ahead.add_argument("tasks", help="a directory of KernelBench-format task files")
     ahead.add_argument("--lanes-per-gpu", type=int, default=0, help="lanes (0: auto)")
+    jobs = sub.add_parser(
+        "jobs",
+        help="summarise a job log ($CUDA_AGENT_JOB_LOG): verdicts, and the jobs still waiting "
+        "for a lane or running when it stopped",
+    )
+    jobs.add_argument("log", help="the file $CUDA_AGENT_JOB_LOG named")
+    jobs.add_argument("--json", action="store_true", help="print the summary as JSON")
     for command in (ev, check, ahead):
         command.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
         command.add_argument(
@@ -149,9 +159,34 @@ def _baselines(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _jobs(args: argparse.Namespace) -> int:
+    try:
+        found = summarize(read_events(args.log))
+    except _USAGE_ERRORS as exc:
+        print(f"kernel-sandbox: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    print(f"{found['arrived']} jobs arrived, {found['started']} got a lane, {found['ended']} "
+          f"ended, {found['reruns_alone']} ran again alone")  # fmt: skip
+    if found["statuses"]:
+        print("verdicts: " + ", ".join(f"{k} {v}" for k, v in found["statuses"].items()))
+    for name in ("wall_s", "lane_wait_s"):
+        if found[name]:
+            print(f"{name}: median {found[name]['median']:.3g}, max {found[name]['max']:.3g}")
+    for name, what in (("waiting", "waiting for a lane"), ("running", "running")):
+        if found[name]:
+            print(f"{len(found[name])} still {what} when the log stopped:")
+            for job in found[name][:20]:
+                lane = f" on lane {job['lane']}" if job["lane"] else ""
+                print(f"  {job['task']}{lane}: {job['seconds']:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    commands = {"check-task": _check_task, "baselines": _baselines, "eval": _eval}
+    commands = {"check-task": _check_task, "baselines": _baselines, "eval": _eval, "jobs": _jobs}
     return commands[args.command](args)
 
 

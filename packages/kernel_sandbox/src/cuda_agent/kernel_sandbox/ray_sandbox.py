@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ._parent.job_log import ENV as JOB_LOG_ENV
 from ._parent.ray_actors import Scheduler, first_line, import_ray
 from .candidates import Candidate, read_candidate
 from .config import SandboxConfig, auto_lanes
@@ -145,7 +146,7 @@ class RaySandbox(Sandbox, on_cluster=True):
         alive = sum(1 for node in ray.nodes() if node.get("Alive"))
         self.config = cluster_config(config, ray.cluster_resources(), alive).resolved()
         _check_room(self.config, ray.available_resources)
-        env = {k: v for k, v in os.environ.items() if k in ("CUDA_AGENT_CACHE",)}
+        env = {k: v for k, v in os.environ.items() if k in ("CUDA_AGENT_CACHE", JOB_LOG_ENV)}
         scheduler = ray.remote(Scheduler).options(num_cpus=0, max_concurrency=10_000)
         self._scheduler = scheduler.remote(self.config, env)
         self._owner = True

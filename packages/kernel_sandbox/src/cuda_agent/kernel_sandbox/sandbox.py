@@ -33,6 +33,7 @@ from ._parent.baselines import BaselineCache
 from ._parent.broker import Broker, compose
 from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from ._parent.gate import LaneHold, TimingGate
+from ._parent.job_log import JobLog
 from ._parent.lanes import Lane, LanePool, baseline_extra
 from ._parent.plan import plan_job
 from ._parent.pool import Worker, WorkerDied
@@ -43,7 +44,7 @@ from ._shared.protocol import BaselineReport, Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status, with_extra
-from .static_checks import Finding, static_findings
+from .static_checks import rejection, static_findings
 from .tasks import Task
 
 
@@ -117,6 +118,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._baselines = BaselineCache()
         self._trivial = TrivialCache()  # each task's trivial-answer rule (``_parent.trivial``)
+        self._job_log = JobLog.from_env()  # $CUDA_AGENT_JOB_LOG (``_parent/job_log.py``)
 
     def build_for(self, arch: str) -> None:
         """The candidate workers build extensions for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as the
@@ -149,13 +151,34 @@ class Sandbox:
         ``measure_time=False`` skips timing (correctness only): the property checks use them.
         """
         self._admit(distribution)
+        job_id = self._job_log.arrive(task.name)
+        try:
+            result = self._evaluate(task, candidate, job_id, sizes, distribution, measure_time)
+        except BaseException as exc:
+            self._job_log.end(job_id, task.name, f"raised {type(exc).__name__}", 0.0)
+            raise
+        self._job_log.end(job_id, task.name, result.status, result.wall_seconds or 0.0,
+                          result.extra)  # fmt: skip
+        return result
+
+    def _evaluate(
+        self,
+        task: Task,
+        candidate: Candidate,
+        job_id: int,
+        sizes: Mapping[str, int] | None,
+        distribution: str,
+        measure_time: bool,
+    ) -> EvalResult:
+        """``evaluate``'s work (``job_id``: its number in the job log)."""
         source = read_candidate(candidate)
         started = time.perf_counter()
         if self.config.static_checks:
             findings = static_findings(source, allowed_torch_ops=self.config.allowed_torch_ops)
             if findings:
                 return _with_wall_time(
-                    _rejected(task, self.config.backend, findings), time.perf_counter() - started
+                    rejection(task.name, self.config.backend, findings),
+                    time.perf_counter() - started,
                 )
         job = plan_job(task, source, self.config, sizes, distribution, measure_time)
         if self._n_compilers and needs_build(source):
@@ -163,6 +186,7 @@ class Sandbox:
             if failed is not None:
                 return _with_wall_time(failed, time.perf_counter() - started)
         lane = self._lanes.take(task.digest)
+        self._job_log.start(job_id, task.name, lane.name)
         # its candidate worker may use the room admission found for it (_parent/lanes.py)
         room = self._lanes.room_share(lane, task.digest)
         job = replace(job, config=replace(job.config, memory_share=room))
@@ -176,6 +200,7 @@ class Sandbox:
                 # is lifted for the rerun.
                 alone = replace(job, config=replace(job.config, device_alone=True))
                 with self._lanes.exclusive(lane), lane.hold.alone():
+                    self._job_log.alone(job_id, task.name, lane.name)
                     again = self._run(task, alone, lane, measure_time, caller_sizes=bool(sizes))
                 first = result.message.strip().splitlines()[0][:300]
                 result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")
@@ -348,6 +373,7 @@ class Sandbox:
             self._closed = True
         self._executor.shutdown(wait=True)
         self._lanes.kill()
+        self._job_log.close()
         while not self._compilers.empty():
             self._compilers.get().kill()
 
@@ -365,23 +391,6 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
-
-
-def _rejected(task: Task, backend: str, findings: list[Finding]) -> EvalResult:
-    """The verdict on a candidate the static checks refused: every finding, one per line."""
-    lines = [str(f) for f in findings[:10]]
-    if len(findings) > 10:
-        lines.append(f"... and {len(findings) - 10} more")
-    return EvalResult(
-        status="rejected",
-        message="refused before running:\n" + "\n".join(lines),
-        task=task.name,
-        backend=backend,
-        flags=tuple(sorted({f.code for f in findings})),
-        extra={
-            "findings": [{"code": f.code, "line": f.line, "reason": f.reason} for f in findings]
-        },
-    )
 
 
 def _out_of_memory(result: EvalResult) -> bool:

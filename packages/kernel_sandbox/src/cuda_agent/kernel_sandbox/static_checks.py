@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from ._parent.static_checker import Checker
 from ._parent.static_rules import STREAM_SOURCE_MARKERS
+from .result import EvalResult
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,20 @@ def static_findings(
     if isinstance(candidate, dict):
         return check_candidate_files(candidate, allowed_torch_ops=allowed_torch_ops)
     return check_candidate_source(candidate, allowed_torch_ops=allowed_torch_ops)
+
+
+def rejection(task: str, backend: str, findings: list[Finding]) -> EvalResult:
+    """The verdict on a candidate the static checks refused: every finding, one per line."""
+    lines = [str(f) for f in findings[:10]]
+    if len(findings) > 10:
+        lines.append(f"... and {len(findings) - 10} more")
+    return EvalResult(
+        status="rejected",
+        message="refused before running:\n" + "\n".join(lines),
+        task=task,
+        backend=backend,
+        flags=tuple(sorted({f.code for f in findings})),
+        extra={
+            "findings": [{"code": f.code, "line": f.line, "reason": f.reason} for f in findings]
+        },
+    )
