@@ -19,6 +19,9 @@ the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with
 intervals, RL's gain with its interval's ends). ``--control RUN_DIR`` names the SFT-only
 control (warm start alone, for as long as this run trained): each block then also holds the
 control against the warm start and RL's paired gain over the control (``rl_over_control``).
+``--also WARM_EVAL RL_EVAL [CONTROL_EVAL]`` adds evaluation-only runs of the same weights
+(``--init-from`` each, no training: a set judged after the rest, e.g. the KernelBench problems
+in ``gpu/plans/two_layouts_l1_last.json``) to each side of the per-set blocks.
 ``--warm RUN_DIR`` names the warm-start-only run that this run (and the control) started from
 (``cuda-agent train --init-from RUN_DIR``): its final held-out evaluation is the warm-start
 point, and ``warmstart_run`` says how it was trained. ``--warm-point before`` takes the
@@ -132,6 +135,30 @@ def per_set(
     return out
 
 
+def joined(
+    sides: list[list[dict] | None], also: list[Path] | None
+) -> tuple[list[dict], list[dict], list[dict] | None]:
+    """The rows of the warm start, RL and the control (None: no control), each with the final
+    held-out rows of its evaluation-only run in ``also`` (``--also``: warm, RL[, control]).
+    A task on both sides of a join is refused (ValueError): a set is judged in one place."""
+    warm, rl, control = sides
+    assert warm is not None and rl is not None
+    if not also:
+        return warm, rl, control
+    if len(also) != (3 if control is not None else 2):
+        raise ValueError("--also names a run for the warm start and RL, and one for the control "
+                         "when there is a control")  # fmt: skip
+    out: list[list[dict]] = []
+    for rows, extra_run in zip((warm, rl, control), also, strict=False):
+        assert rows is not None
+        extra = read_rows(evaluation(extra_run, "heldout_after"))
+        twice = sorted({r["task"] for r in rows} & {r["task"] for r in extra})
+        if twice:
+            raise ValueError(f"{extra_run}: tasks judged already: {', '.join(twice)}")
+        out.append(rows + extra)
+    return out[0], out[1], (out[2] if len(out) == 3 else None)
+
+
 def evaluation(run_dir: Path, name: str) -> Path:
     """An evaluation's eval.json in a run directory (``eval/NAME/eval.json``) or in the
     figures a learning run copied out (``eval_NAME.json``, ``benchmarks/gpu/learning_run.py``),
@@ -196,6 +223,16 @@ def main() -> None:
         type=Path,
         help="the warm-start-only run this run started from (--init-from): its final held-out "
         "evaluation is the warm-start point",
+    )
+    parser.add_argument(
+        "--also",
+        type=Path,
+        nargs="+",
+        metavar="RUN_DIR",
+        help="evaluation-only runs (--init-from, no training) of the warm start, of this run "
+        "and, with --control, of the control, in that order: their final held-out tasks join "
+        "each side's in the per-set blocks (a set judged last, on its own, e.g. the "
+        "KernelBench problems)",
     )
     parser.add_argument(
         "--warm-point",
@@ -281,7 +318,11 @@ def main() -> None:
             figure["device_calls"] = len(json.loads(book.read_text()).get("calls", []))
         if warm.is_file() and after.is_file():
             figure["gain_rl_over_warmstart_paired"] = compare_files(warm, after)
-            figure.update(per_set(read_rows(warm), read_rows(after), control))
+            try:
+                sides = joined([read_rows(warm), read_rows(after), control], args.also)
+            except ValueError as exc:
+                parser.error(str(exc))
+            figure.update(per_set(*sides))
         args.learning.write_text(json.dumps(figure, indent=2) + "\n")
         print(json.dumps({k: figure[k] for k in ("gain_rl_over_warmstart", "target_met")}))
     short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}

@@ -138,6 +138,53 @@ def test_a_warm_start_run_of_its_own_is_the_warm_start_point(tmp_path):
     assert got["rl_steps"] == 5
 
 
+def _l1_rows(correct: list[int]) -> list[dict]:
+    """Rows of the first KernelBench problems of the subset, one sample each."""
+    from cuda_agent.runner.kernelbench_subset import L1_SUBSET
+
+    return [
+        {"task": f"L1_{stem}", "correct": c > 0, "speedup_vs_eager": 1.1 if c else None,
+         "samples": 1, "samples_correct": c, "samples_fast_1": c}
+        for stem, c in zip(L1_SUBSET, correct, strict=False)
+    ]  # fmt: skip
+
+
+def test_a_set_judged_last_in_runs_of_its_own_joins_each_side(tmp_path):
+    """The KernelBench problems evaluated by evaluation-only runs of the warm start's, RL's and
+    the control's weights (``--also``): their block sits beside the held-out ops', each side
+    from its own run, and a task judged twice is refused."""
+    warm = _run(tmp_path / "warm", {"after": _rows([2, 0, 0, 0, 0, 0])}, {"warmstart": 40})
+    rl = _run(tmp_path / "rl", {"after": _rows([4, 4, 4, 0, 0, 0])}, {"warmstart": 0, "rl": 5})
+    control = _run(tmp_path / "control", {"after": _rows([4, 0, 0, 0, 0, 0])}, {"warmstart": 9})
+    also = [
+        _run(tmp_path / f"l1_{name}", {"after": _l1_rows(correct)}, {"warmstart": 0})
+        for name, correct in (("warm", [1, 0, 0, 0]), ("rl", [1, 1, 1, 0]), ("control", [0, 0, 0, 0]))
+    ]  # fmt: skip
+    args = ["--warm", str(warm), "--control", str(control)]
+    got = _learning(tmp_path, rl, *args, "--also", *map(str, also))
+    l1 = got["kernelbench_l1_subset"]
+    assert (l1["tasks"], l1["samples"]) == (4, 1)
+    assert l1["after_warmstart"]["pass_at_1"] == pytest.approx(1 / 4)
+    assert l1["after_rl"]["pass_at_1"] == pytest.approx(3 / 4)
+    assert l1["rl_over_control"]["pass_at_1"] == pytest.approx(3 / 4)
+    assert l1["control_sft_only"]["gain"]["pass_at_1"] == pytest.approx(-1 / 4)
+    # the held-out ops' block is as without them
+    without = _learning(tmp_path, rl, *args)
+    assert got["heldout_ops"] == without["heldout_ops"]
+    assert "kernelbench_l1_subset" not in without
+    # a control's run missing from --also, or the same tasks judged twice: refused
+    for bad, said in (
+        ([str(also[0]), str(also[1])], "one for the control"),
+        ([str(also[0]), str(warm), str(also[2])], "tasks judged already: elu"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), str(rl), str(tmp_path / "t.json"), "--wall-s", "1",
+             "--learning", str(tmp_path / "l.json"), *args, "--also", *bad],
+            capture_output=True, text=True, check=False, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.returncode == 2 and said in proc.stderr
+
+
 def test_the_warm_start_point_may_be_the_runs_own_evaluation_before_training(tmp_path):
     """``--warm-point before``: a run started from the warm start's weights evaluated them
     before training (as it evaluates after): that is the point, not --warm's own evaluation."""
