@@ -32,6 +32,7 @@ class TurnScript:
     prompts: list[str] = field(default_factory=list)
     fail_at_call: int = -1
     calls: int = 0
+    device: str | None = None  # where it samples (None: it does not say, as a remote policy)
 
     def generate(self, prompts, *, n=1, max_new_tokens=256, **kwargs):
         self.calls += 1
@@ -279,3 +280,22 @@ def test_identical_answers_to_one_task_share_one_verdict_and_other_tasks_do_not(
     batch = run_episodes(TurnScript([HONEST]), sandbox, [RELU], sampling, alone)
     assert batch.evaluations == batch.sandbox_jobs == 3
     assert not any("shared_verdict" in e.turns[0].result.extra for e in batch.episodes)
+
+
+@pytest.mark.parametrize(
+    ("device", "quiet", "held"),
+    [("cpu", True, True), ("cpu", False, False), (None, True, False), ("cuda:0", True, False)],
+    ids=["on-the-sandboxs-device", "quiet-timing-off", "no-device", "another-device"],
+)
+def test_the_policy_samples_apart_from_the_sandboxs_timings(sandbox, device, quiet, held):
+    # A policy on the device the sandbox times on (the host, on the CPU backend) samples as a
+    # guest of its timing gate (Sandbox.device_work): each generate call once. Not with
+    # quiet_timing off, nor for a policy that names no device or another one.
+    policy = TurnScript([CHEAT, HONEST], device=device)
+    before = sandbox.gate_stats()[0]["guests"]
+    config = AgentConfig(max_turns=2, micro_batches=2, target_reward=9.0, quiet_timing=quiet)
+    add_mul = next(t for t in builtin_tasks() if t.name == "add_mul")
+    batch = run_episodes(policy, sandbox, [RELU, add_mul], SAMPLING, config)
+    assert all(len(e.turns) == 2 for e in batch.episodes)
+    assert sandbox.gate_stats()[0]["guests"] - before == (policy.calls if held else 0)
+    assert policy.calls == 4  # two micro-batches, two turns

@@ -191,6 +191,9 @@ class TrainConfig:
     # identical answers to one task in one evaluation call share one verdict (the agent's
     # AgentConfig.share_verdicts), in rollouts and evaluations: one program, judged once
     share_verdicts: bool = True
+    # the policy samples as a guest of the sandbox's device (AgentConfig.quiet_timing): no
+    # sandbox timing runs beside the sampling on the same GPU (or, on the CPU backend, cores)
+    quiet_timing: bool = True
     # the RL stages' turn reward: "milestone" (the reference system's -1 / 1 / 2 / 3: fail,
     # correct, faster than eager, faster than torch.compile) or "log_speedup"
     # (reward.log_speedup_reward: clip(ln speedup over eager, -1, 1) for a correct answer, -2

@@ -78,6 +78,7 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
             history=config.history,
             micro_batches=micro_batches(config.eval_micro_batches, ctx.sandbox.backend),
             share_verdicts=config.share_verdicts,
+            quiet_timing=config.quiet_timing,
         ),
     )
     out = ctx.run_dir / "eval" / name

@@ -74,9 +74,9 @@ def collect(
         temperature=config.temperature if temperature is None else temperature,
         seed=seed,
     )
-    agent = AgentConfig(
-        max_turns=turns, history=config.history, share_verdicts=config.share_verdicts
-    )
+    agent = AgentConfig(max_turns=turns, history=config.history,
+                        share_verdicts=config.share_verdicts,
+                        quiet_timing=config.quiet_timing)  # fmt: skip
     reward_fn, malformed = scoring(reward)
     if ctx.rollouts is not None:  # on Ray actors, with the policy's current weights
         return ctx.rollouts.collect(ctx.policy, tasks, sampling, agent, reward_fn, malformed)

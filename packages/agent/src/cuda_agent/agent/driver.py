@@ -19,11 +19,13 @@ conversation as chat messages instead.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,12 @@ class AgentConfig:
     # separate timings would differ by noise alone, which a group-relative advantage turns
     # into a training signal. The copies carry ``extra["shared_verdict"]``.
     share_verdicts: bool = True
+    # The policy samples as a guest of the sandbox's device (``evaluator.device_work``, where
+    # the evaluator has it and the policy names its ``device``): no timing runs beside the
+    # sampling on that device, while the other micro-batches' correctness checks go on; a
+    # timing waits for the sampling under way. False: timings may share the GPU with the
+    # sampling (faster, noisier speedups).
+    quiet_timing: bool = True
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.keep_last < 0 or self.token_budget < 0:
@@ -142,6 +150,7 @@ def run_episodes(
     micro = [[e for e in live if e.group in chunk] for chunk in chunks]
     micro_firsts = [[firsts[g] for g in chunk] for chunk in chunks]
     turn_of = [0] * parts
+    hold = _device_hold(policy, evaluator, config)
     pending: dict[int, tuple[Future[list[EvalResult | None]], list[Any], list[Action]]] = {}
     windows: list[tuple[float, float]] = []  # each evaluate_many call's (start, end)
 
@@ -171,7 +180,7 @@ def run_episodes(
                 turn_of[m] += 1
                 t0 = time.perf_counter()
                 shared = micro_firsts[m] if turn == 0 else None
-                samples = _sample(policy, active, shared, sampling, config, turn)
+                samples = _sample(policy, active, shared, sampling, config, turn, hold)
                 spent["sampling"] += time.perf_counter() - t0
                 if samples is None:
                     continue  # every active episode ended (budget or a policy error)
@@ -218,6 +227,17 @@ def _renderer(policy: Any, tools: list[dict[str, Any]] | None) -> ChatRenderer |
     return ChatRenderer(tokenizer, tools) if getattr(tokenizer, "chat_template", None) else None
 
 
+def _device_hold(
+    policy: Any, evaluator: Any, config: AgentConfig
+) -> Callable[[], AbstractContextManager[Any]]:
+    """What the policy's sampling holds (``AgentConfig.quiet_timing``): the evaluator's
+    ``device_work`` on the policy's device where both exist, else nothing."""
+    device, work = getattr(policy, "device", None), getattr(evaluator, "device_work", None)
+    if not config.quiet_timing or device is None or work is None:
+        return contextlib.nullcontext
+    return lambda: work(str(device))
+
+
 def _sample(
     policy: Any,
     active: list[_Live],
@@ -225,8 +245,10 @@ def _sample(
     sampling: SamplingParams,
     config: AgentConfig,
     turn: int,
+    hold: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> list[Any] | None:
-    """One answer per active episode (None for an episode that ended instead)."""
+    """One answer per active episode (None for an episode that ended instead), sampled
+    inside ``hold()``."""
     allowance = {}
     for e in active:
         room = sampling.max_new_tokens
@@ -252,12 +274,13 @@ def _sample(
         if sampling.top_k:  # (remote endpoints take no top_k)
             kwargs["top_k"] = sampling.top_k
         try:
-            if firsts is not None and len(group) == len(active) == len(firsts) * sampling.n:
-                rows = policy.generate(firsts, n=sampling.n, **kwargs)
-                flat = [s for row in rows for s in row]
-            else:
-                rows = policy.generate([e.prompt for e in group], n=1, **kwargs)
-                flat = [row[0] for row in rows]
+            with hold():
+                if firsts is not None and len(group) == len(active) == len(firsts) * sampling.n:
+                    rows = policy.generate(firsts, n=sampling.n, **kwargs)
+                    flat = [s for row in rows for s in row]
+                else:
+                    rows = policy.generate([e.prompt for e in group], n=1, **kwargs)
+                    flat = [row[0] for row in rows]
         except Exception as exc:  # a policy failure ends these episodes, not the batch
             for e in group:
                 e.stop = "error"

@@ -153,3 +153,18 @@ def with_extra(result: EvalResult, **extra: object) -> EvalResult:
     data = asdict(result)
     data["extra"] = {**(data.get("extra") or {}), **extra}
     return EvalResult.from_dict(data)
+
+
+def with_wall_time(result: EvalResult, seconds: float) -> EvalResult:
+    """``result`` with its ``wall_seconds``."""
+    data = asdict(result)
+    data["wall_seconds"] = seconds
+    return EvalResult.from_dict(data)
+
+
+def out_of_memory(result: EvalResult) -> bool:
+    """A verdict that may be the neighbours' doing: the job ran out of (GPU) memory."""
+    text = result.message.lower()
+    return result.status in ("runtime_error", "unjudged") and (
+        "out of memory" in text or "do not fit in gpu memory" in text
+    )

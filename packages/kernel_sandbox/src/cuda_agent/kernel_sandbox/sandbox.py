@@ -17,14 +17,15 @@ gets a verdict, and the other lanes' jobs go on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from types import TracebackType
 from typing import Any, ClassVar, Literal
@@ -32,7 +33,7 @@ from typing import Any, ClassVar, Literal
 from ._parent.baselines import BaselineCache
 from ._parent.broker import Broker, compose
 from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
-from ._parent.gate import LaneHold, TimingGate
+from ._parent.gate import LaneHold, TimingGate, guest_gate
 from ._parent.job_log import JobLog
 from ._parent.lanes import Lane, LanePool, baseline_extra
 from ._parent.plan import plan_job
@@ -43,7 +44,7 @@ from ._shared import exchange as _exchange
 from ._shared.protocol import BaselineReport, Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
-from .result import EvalResult, Status, with_extra
+from .result import EvalResult, Status, out_of_memory, with_extra, with_wall_time
 from .static_checks import rejection, static_findings
 from .tasks import Task
 
@@ -176,7 +177,7 @@ class Sandbox:
         if self.config.static_checks:
             findings = static_findings(source, allowed_torch_ops=self.config.allowed_torch_ops)
             if findings:
-                return _with_wall_time(
+                return with_wall_time(
                     rejection(task.name, self.config.backend, findings),
                     time.perf_counter() - started,
                 )
@@ -184,7 +185,7 @@ class Sandbox:
         if self._n_compilers and needs_build(source):
             failed = self._prepare(job)
             if failed is not None:
-                return _with_wall_time(failed, time.perf_counter() - started)
+                return with_wall_time(failed, time.perf_counter() - started)
         lane = self._lanes.take(task.digest)
         self._job_log.start(job_id, task.name, lane.name)
         # its candidate worker may use the room admission found for it (_parent/lanes.py)
@@ -192,7 +193,7 @@ class Sandbox:
         job = replace(job, config=replace(job.config, memory_share=room))
         try:
             result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
-            if self.config.lanes_per_gpu != 1 and _out_of_memory(result):
+            if self.config.lanes_per_gpu != 1 and out_of_memory(result):
                 # The other lanes' jobs hold memory too: once more, with the device alone
                 # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB): the
                 # other lanes' jobs finished (their memory given back, LanePool.exclusive) and
@@ -216,7 +217,7 @@ class Sandbox:
             self._lanes.observe(task.digest, lane.device, result.extra)  # its memory footprint
         finally:
             self._lanes.put(lane)  # releases whatever the lane still held of the gate
-        return _with_wall_time(result, time.perf_counter() - started)
+        return with_wall_time(result, time.perf_counter() - started)
 
     def _run(
         self, task: Task, job: Job, lane: Lane, measure_time: bool, caller_sizes: bool = False
@@ -346,12 +347,23 @@ class Sandbox:
 
     def gate_stats(self) -> list[dict[str, float]]:
         """Per device: timings let through, their batches, and the seconds lanes waited to read
-        and to time."""
+        and to time, and guests (``device_work``) to enter."""
         return [
             {"timings": g.timings, "batches": g.batches, "read_wait_s": g.seconds_waited["read"],
-             "write_wait_s": g.seconds_waited["write"]}
+             "write_wait_s": g.seconds_waited["write"], "guests": g.guests,
+             "guest_wait_s": g.seconds_waited["guest"]}
             for g in self._lanes.gates
         ]  # fmt: skip
+
+    @contextlib.contextmanager
+    def device_work(self, device: str) -> Iterator[None]:
+        """Keep the sandbox's timings off the body's own work on ``device`` (the caller's torch
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:K"``; the trainer's policy sampling): no timing
+        runs beside it, the lanes' correctness work goes on (a guest of the device's gate,
+        ``_parent/gate.py``). Where the sandbox does not time on ``device``, nothing is held."""
+        gate = guest_gate(self._lanes.gates, self.config.backend, device)
+        with gate.guest() if gate is not None else contextlib.nullcontext():
+            yield
 
     async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         """``evaluate`` for asyncio code (runs on the pool's threads)."""
@@ -391,20 +403,6 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
-
-
-def _out_of_memory(result: EvalResult) -> bool:
-    """A verdict that may be the neighbours' doing: the job ran out of (GPU) memory."""
-    text = result.message.lower()
-    return result.status in ("runtime_error", "unjudged") and (
-        "out of memory" in text or "do not fit in gpu memory" in text
-    )
-
-
-def _with_wall_time(result: EvalResult, seconds: float) -> EvalResult:
-    data = asdict(result)
-    data["wall_seconds"] = seconds
-    return EvalResult.from_dict(data)
 
 
 def evaluate_solutions(sandbox: Sandbox, tasks: Sequence[Task]) -> list[EvalResult]:

@@ -15,6 +15,14 @@ drained the readers alone). Readers that arrived while the gate was closed enter
 when that batch is done, before any timing that arrived later. So a reader waits for at most
 one batch, and a timing for at most ``gather_s``, one drain and its batch: neither starves.
 
+A *guest* is device work of the gate's own process that is no lane's: the trainer's policy
+sampling on the GPU the sandbox times on (``Sandbox.device_work``). It may run beside any
+correctness work, but never beside a timing: a timing waits until the guests inside have left
+(the gate stays open to readers meanwhile: a guest holds it for seconds, not for one section),
+and a guest waits while a batch of timings runs or is due (queued past ``gather_s``). So a
+guest waits for at most one batch, and a timing for the guests that entered before its
+batch fell due.
+
 ``enabled=False`` lets everything through at once: a control for the benchmark that must show
 the overlaps the gate prevents (``_shared.trace``).
 """
@@ -34,9 +42,10 @@ HOLDS: tuple[Hold, ...] = ("none", "read", "write")
 
 
 class TimingGate:
-    """A fair readers-writer gate for one device that batches its writers (module docstring);
-    ``seconds_waited`` sums what readers and writers spent waiting, ``batches`` counts the
-    write phases (``timings / batches``: the mean batch)."""
+    """A fair readers-writer gate for one device that batches its writers and keeps them off
+    its guests (module docstring); ``seconds_waited`` sums what readers, writers and guests
+    spent waiting, ``batches`` counts the write phases (``timings / batches``: the mean
+    batch), ``guests`` the guests let in."""
 
     def __init__(self, enabled: bool = True, gather_s: float = 0.25) -> None:
         self.enabled = enabled
@@ -52,9 +61,11 @@ class TimingGate:
         self._gather_until: float | None = None  # when the coming batch stops gathering
         self._readers_waiting = 0
         self._read_phases = 0  # counts read phases opened after a write phase
-        self.seconds_waited = {"read": 0.0, "write": 0.0}
+        self._guests = 0  # device work of this process beside the lanes (module docstring)
+        self.seconds_waited = {"read": 0.0, "write": 0.0, "guest": 0.0}
         self.timings = 0
         self.batches = 0
+        self.guests = 0  # guests let in
 
     # ------------------------------------------------------------------------------ readers
     def acquire_read(self) -> float:
@@ -95,7 +106,9 @@ class TimingGate:
                 timeout = None
                 if self._phase == "read" and not self._closed and self._gather_until is not None:
                     timeout = self._gather_until - time.monotonic()
-                    if timeout <= 0:
+                    if timeout <= 0 and self._guests:
+                        timeout = None  # readers go on while the guests finish (they notify)
+                    elif timeout <= 0:
                         self._closed = True  # gathered long enough: drain the readers
                         self._advance()
                         continue
@@ -113,6 +126,45 @@ class TimingGate:
             self._writer = None
             self._advance()
 
+    # ------------------------------------------------------------------------------ guests
+    def acquire_guest(self) -> float:
+        """Enter as a guest (module docstring); returns the seconds waited."""
+        started = time.perf_counter()
+        with self._cond:
+            while not self._guest_may_enter():
+                self._cond.wait(0.05)  # (a batch falls due with time, not with a notify)
+            self._guests += 1
+            self.guests += 1
+            waited = time.perf_counter() - started
+            self.seconds_waited["guest"] += waited
+            return waited
+
+    def release_guest(self) -> None:
+        with self._cond:
+            if self._guests <= 0:
+                raise RuntimeError("release_guest without a guest inside")
+            self._guests -= 1
+            self._advance()
+            self._cond.notify_all()  # a timing may be waiting for the guests to leave
+
+    @contextlib.contextmanager
+    def guest(self) -> Iterator[None]:
+        """The body as a guest (``acquire_guest`` / ``release_guest``)."""
+        self.acquire_guest()
+        try:
+            yield
+        finally:
+            self.release_guest()
+
+    def _guest_may_enter(self) -> bool:
+        """With the lock held: no timing runs, none is due (queued past its gathering)."""
+        if not self.enabled:
+            return True
+        due = bool(self._queue) and (
+            self._gather_until is None or time.monotonic() >= self._gather_until
+        )
+        return self._phase == "read" and not self._closed and not due
+
     # ------------------------------------------------------------------------------ phases
     def _advance(self) -> None:
         """With the lock held: when nobody is inside, admit the next party."""
@@ -127,7 +179,7 @@ class TimingGate:
                 self._gather_until = time.monotonic() + self.gather_s
             if self._readers or not self._queue:
                 return
-        if self._queue:  # no reader inside: the GPU is idle, time now
+        if self._queue and not self._guests:  # no reader inside: the GPU is idle, time now
             self._new_batch()
 
     def _new_batch(self) -> None:
@@ -149,6 +201,18 @@ class TimingGate:
         self._readers_waiting = 0
         self._read_phases += 1
         self._cond.notify_all()
+
+
+def guest_gate(gates: list[TimingGate], backend: str, device: str) -> TimingGate | None:
+    """The gate of the pool's device that the caller's torch ``device`` (``"cpu"``, ``"cuda"``,
+    ``"cuda:K"``) is, or None where the pool does not time there. The pool's devices are the
+    caller's visible GPUs in order (a worker of device K sees the caller's ``cuda:K``); on the
+    CPU backend the host is its one device."""
+    kind, _, index = device.partition(":")
+    if kind != backend or (index and not index.isdigit()):
+        return None
+    k = int(index or 0)
+    return gates[k] if k < len(gates) else None
 
 
 class LaneHold:
