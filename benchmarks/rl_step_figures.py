@@ -22,7 +22,10 @@ steps:
   steps' ``sandbox_windows`` (``time.monotonic()`` spans of the sandbox's work), from the
   ``gpu_util_call<N>.csv`` files ``learning_run.py`` writes beside the run's figures on a GPU
   (``gpu/gpu_util.py``): issue 28's ``rl_step_gpu_busy_share``, how busy the GPU was while the
-  sandbox judged (sampling that overlapped it counts too); None without those files;
+  sandbox judged (sampling that overlapped it counts too); None without those files. Each
+  call's readings carry its machine's clock: a step within a span of time that two calls'
+  readings both cover (a run resumed on another machine) is left out of it
+  (``gpu_busy_steps``: the steps it is over);
 - ``median_step_s``, ``steps``, ``reruns_alone`` (jobs run again with the device alone after an
   out-of-memory beside other lanes), ``distinct_answers_first`` / ``_last`` (the mean share of
   distinct answers in the first and last five steps).
@@ -47,10 +50,10 @@ from provenance import commit
 
 
 def figures(
-    steps: Sequence[dict[str, Any]], gpu: Sequence[tuple[float, float]] = ()
+    steps: Sequence[dict[str, Any]], gpu: Sequence[Sequence[tuple[float, float]]] = ()
 ) -> dict[str, Any]:
     """The module docstring's figures over ``steps`` (RL step records), ``gpu`` the GPU's
-    utilisation readings (``gpu_util.read_log``). ValueError for no steps."""
+    utilisation readings of each call (``gpu_readings``). ValueError for no steps."""
     if not steps:
         raise ValueError("no RL steps in the metrics")
     seconds = sum(s["seconds"] for s in steps)
@@ -59,8 +62,13 @@ def figures(
     busy = sum(s.get("sandbox_s", 0.0) for s in steps)
     alone = sum(s.get("rollout_s", 0.0) - s.get("sampling_s", 0.0) for s in steps)
     distinct = [s["distinct_answers"] for s in steps if "distinct_answers" in s]
-    windows = [w for s in steps for w in _windows(s)]
-    busy_gpu = mean_within(gpu, windows) if gpu and windows else None
+    # the steps whose sandbox windows no two calls' readings both cover (``clashes``)
+    clash = clashes(gpu)
+    clear = [s for s in steps
+             if not any(w[0] <= b and a <= w[1] for w in _windows(s) for a, b in clash)]  # fmt: skip
+    windows = [w for s in clear for w in _windows(s)]
+    readings = sorted(r for call in gpu for r in call)
+    busy_gpu = mean_within(readings, windows) if readings and windows else None
     return {
         "steps": len(steps),
         "seconds": round(seconds, 1),
@@ -73,6 +81,7 @@ def figures(
         "sandbox_jobs_per_busy_minute": round(60 * jobs / busy, 1) if busy else None,
         "sandbox_share": round(alone / seconds, 3),
         "gpu_busy_share": round(busy_gpu, 3) if busy_gpu is not None else None,
+        "gpu_busy_steps": len(clear) if busy_gpu is not None else 0,
         "reruns_alone": sum(s.get("reruns_alone", 0) for s in steps),
         "distinct_answers_first": round(statistics.fmean(distinct[:5]), 3) if distinct else None,
         "distinct_answers_last": round(statistics.fmean(distinct[-5:]), 3) if distinct else None,
@@ -85,9 +94,25 @@ def _windows(step: dict[str, Any]) -> list[list[float]]:
     return json.loads(windows) if isinstance(windows, str) else list(windows)
 
 
-def gpu_readings(run_dir: Path) -> list[tuple[float, float]]:
-    """Every ``gpu_util_call<N>.csv`` reading in ``run_dir``, in time order."""
-    return sorted(r for path in sorted(run_dir.glob("gpu_util_call*.csv")) for r in read_log(path))
+def gpu_readings(run_dir: Path) -> list[list[tuple[float, float]]]:
+    """The readings of each ``gpu_util_call<N>.csv`` in ``run_dir`` (a list per call, in time
+    order; calls without a reading left out)."""
+    calls = [sorted(read_log(path)) for path in sorted(run_dir.glob("gpu_util_call*.csv"))]
+    return [c for c in calls if c]
+
+
+def clashes(calls: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """The spans of time that two calls' readings both cover. Each call's readings are stamped
+    with its machine's ``time.monotonic()`` (seconds since that machine booted): calls on one
+    machine follow each other and never clash, but a run resumed on another machine may have
+    readings of both at the same clock values, which then cannot be told apart."""
+    spans = [(c[0][0], c[-1][0]) for c in calls]
+    return [
+        (max(a[0], b[0]), min(a[1], b[1]))
+        for i, a in enumerate(spans)
+        for b in spans[i + 1 :]
+        if max(a[0], b[0]) <= min(a[1], b[1])
+    ]
 
 
 def rl_steps(run_dir: Path) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -136,11 +137,16 @@ def per_set(
 
 
 def joined(
-    sides: list[list[dict] | None], also: list[Path] | None
+    sides: list[list[dict] | None],
+    also: list[Path] | None,
+    dirs: Sequence[Path | None] = (None, None, None),
 ) -> tuple[list[dict], list[dict], list[dict] | None]:
     """The rows of the warm start, RL and the control (None: no control), each with the final
     held-out rows of its evaluation-only run in ``also`` (``--also``: warm, RL[, control]).
-    A task on both sides of a join is refused (ValueError): a set is judged in one place."""
+    Refused (ValueError): a task on both sides of a join (a set is judged in one place), and an
+    evaluation-only run whose ``--init-from`` names another run than its side's (``dirs``: the
+    warm, RL and control runs' directories where known; runs are matched by folder name, as a
+    chain lays them out on the device and the figures here)."""
     warm, rl, control = sides
     assert warm is not None and rl is not None
     if not also:
@@ -149,8 +155,12 @@ def joined(
         raise ValueError("--also names a run for the warm start and RL, and one for the control "
                          "when there is a control")  # fmt: skip
     out: list[list[dict]] = []
-    for rows, extra_run in zip((warm, rl, control), also, strict=False):
+    for rows, extra_run, side in zip((warm, rl, control), also, dirs, strict=False):
         assert rows is not None
+        started = json.loads((extra_run / "config.json").read_text()).get("init_from")
+        if started and side is not None and Path(started).name != side.resolve().name:
+            raise ValueError(f"--also: {extra_run} started from {started}, not from {side} "
+                             "(name them in the order warm, this run, control)")  # fmt: skip
         extra = read_rows(evaluation(extra_run, "heldout_after"))
         twice = sorted({r["task"] for r in rows} & {r["task"] for r in extra})
         if twice:
@@ -318,11 +328,14 @@ def main() -> None:
             figure["device_calls"] = len(json.loads(book.read_text()).get("calls", []))
         if warm.is_file() and after.is_file():
             figure["gain_rl_over_warmstart_paired"] = compare_files(warm, after)
+            dirs = (args.warm, args.run_dir, args.control)
             try:
-                sides = joined([read_rows(warm), read_rows(after), control], args.also)
+                sides = joined([read_rows(warm), read_rows(after), control], args.also, dirs)
             except ValueError as exc:
                 parser.error(str(exc))
             figure.update(per_set(*sides))
+        elif args.also:
+            parser.error(f"--also: no held-out evaluation to join them to ({warm}, {after})")
         args.learning.write_text(json.dumps(figure, indent=2) + "\n")
         print(json.dumps({k: figure[k] for k in ("gain_rl_over_warmstart", "target_met")}))
     short = {k: (v["mean_reward"], v["pass_rate"]) for k, v in report["evaluations"].items()}

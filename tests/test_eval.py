@@ -22,7 +22,7 @@ from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner.cli import main
 from cuda_agent.runner.config import TrainConfig
 from cuda_agent.runner.eval.command import EvalOptions, tasks_of
-from cuda_agent.runner.eval.evaluate import ROWS_FILE, EvaluationError, evaluate_tasks
+from cuda_agent.runner.eval.evaluate import CONFIG_FILE, ROWS_FILE, EvaluationError, evaluate_tasks
 from cuda_agent.runner.task_sets import task_sets
 from cuda_agent.runner.testing import run_cli
 
@@ -65,6 +65,7 @@ class ScriptedPolicy:
     asked: Counter[str] = field(default_factory=Counter)
     fail_at: str = ""
     fail: BaseException = field(default_factory=lambda: Killed())
+    seeds: dict[str, object] = field(default_factory=dict)  # the seed each task was sampled with
 
     def generate(self, prompts, *, n=1, **kwargs):
         rows = []
@@ -75,6 +76,7 @@ class ScriptedPolicy:
             if task == self.fail_at:
                 raise self.fail
             self.asked[task] += 1
+            self.seeds[task] = kwargs.get("seed")
             texts = self.answers.get(task, [NO_CODE])
             rows.append([Sample([], [], texts[i % len(texts)], "stop", []) for i in range(n)])
         return rows
@@ -192,18 +194,20 @@ def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(
         fh.write('{"task": "add_mul", "corr')
     logged: list[str] = []
     second = ScriptedPolicy()
-    result = evaluate_tasks(second, sandbox, tasks, out_dir=tmp_path, log=logged.append)
+    result = evaluate_tasks(second, sandbox, tasks, out_dir=tmp_path, batch=1, log=logged.append)
     assert second.asked == {"add_mul": 1}  # only the unfinished task is evaluated again
     assert "resuming: 2 of 3 tasks already evaluated" in logged
     assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
     lines = rows_file.read_text().splitlines()
     assert sorted(json.loads(x)["task"] for x in lines) == ["add_mul", "relu", "silu"]
     third = ScriptedPolicy()  # all done: nothing is asked, the same result, no time spent
-    again = evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, log=logged.append)
+    again = evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, batch=1, log=logged.append)
     assert {**again, "seconds": result["seconds"]} == result and again["seconds"] == {}
     assert not third.asked
-    with pytest.raises(ValueError, match="other settings"):
-        evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, turns=2, log=logged.append)
+    for other in ({"turns": 2}, {"batch": 2}):  # (chunks, and so the samples' seeds, differ)
+        with pytest.raises(ValueError, match="other settings"):
+            evaluate_tasks(third, sandbox, tasks, out_dir=tmp_path, log=logged.append,
+                           **{"batch": 1, **other})  # fmt: skip
 
 
 def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_path: Path) -> None:
@@ -232,7 +236,7 @@ def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_
     assert policy.asked == {"add_mul": 1, "relu": 1}
     entered.clear()
     again = ScriptedPolicy()
-    result = evaluate_tasks(again, sandbox, tasks, out_dir=tmp_path, batch=2, parts=parts,
+    result = evaluate_tasks(again, sandbox, tasks, out_dir=tmp_path, batch=1, parts=parts,
                             unit=unit, log=lambda _: None)  # fmt: skip
     assert entered == [("a", ["silu"])] and again.asked == {"silu": 1}
     assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
@@ -251,6 +255,30 @@ def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_
     ):
         with pytest.raises(ValueError, match=said):
             evaluate_tasks(again, sandbox, tasks, parts=wrong, log=lambda _: None)
+
+
+def test_a_chunk_cut_short_while_written_is_judged_again_whole_with_its_seed(
+    sandbox, tmp_path: Path
+) -> None:
+    """A kill while a chunk's rows were being written leaves part of it done: the resumed
+    evaluation judges that chunk again whole, and every chunk is cut and seeded as in an
+    unkilled evaluation (the seed is the chunk's first task's), so a sampled evaluation gives
+    the same answers whether it was killed or not."""
+    tasks = [RELU, SILU, ADD_MUL]
+    settings = dict(batch=2, temperature=0.7, seed=5, log=lambda _: None)
+    whole = ScriptedPolicy()
+    evaluate_tasks(whole, sandbox, tasks, out_dir=tmp_path / "whole", **settings)
+    assert whole.seeds["relu"] == whole.seeds["silu"] != whole.seeds["add_mul"]
+    cut = tmp_path / "cut"  # as a kill left it: the first chunk's first row only
+    cut.mkdir()
+    (cut / CONFIG_FILE).write_text((tmp_path / "whole" / CONFIG_FILE).read_text())
+    rows = (tmp_path / "whole" / ROWS_FILE).read_text().splitlines()
+    (cut / ROWS_FILE).write_text(next(x for x in rows if '"relu"' in x) + "\n")
+    resumed = ScriptedPolicy()
+    result = evaluate_tasks(resumed, sandbox, tasks, out_dir=cut, **settings)
+    assert resumed.asked == {"relu": 1, "silu": 1, "add_mul": 1}
+    assert resumed.seeds == whole.seeds
+    assert [r["task"] for r in result["per_task"]] == ["relu", "silu", "add_mul"]
 
 
 def test_a_policy_that_answers_nothing_is_an_error_and_records_nothing(

@@ -74,9 +74,19 @@ def test_the_gpu_busy_share_is_the_utilisation_inside_the_sandbox_windows(tmp_pa
     got = json.loads((tmp_path / "out.json").read_text())
     assert got["gpu_busy_share"] == pytest.approx((0.2 + 0.4 + 0.6 + 0.8) / 4, abs=1e-3)
     assert got["without_first"]["gpu_busy_share"] == pytest.approx(0.8)
+    assert got["gpu_busy_steps"] == 2
+    # a third call on another machine whose clock covers 119-122 again: its readings and the
+    # second call's cannot be told apart there, so the step inside (120-121) is left out
+    (tmp_path / "gpu_util_call3.csv").write_text("119.0,0.10\n120.7,0.00\n122.0,0.10\n")
+    assert m.main([str(tmp_path), str(tmp_path / "clash.json")]) == 0
+    got = json.loads((tmp_path / "clash.json").read_text())
+    assert got["gpu_busy_steps"] == 1
+    assert got["gpu_busy_share"] == pytest.approx((0.2 + 0.4 + 0.6) / 3, abs=1e-3)
 
 
-def test_the_utilisation_log_stamps_each_reading_with_the_machines_monotonic_clock(tmp_path):
+def test_the_utilisation_log_stamps_each_reading_with_the_machines_monotonic_clock(
+    tmp_path, monkeypatch
+):
     """``gpu_util.UtilisationLog`` on a stand-in for ``nvidia-smi`` that prints what the real
     one prints (a percentage a line, "[N/A]" where it has none): readings in the file and in
     ``samples``, stamped while the block ran; no command, nothing started and nothing written."""
@@ -87,8 +97,12 @@ def test_the_utilisation_log_stamps_each_reading_with_the_machines_monotonic_clo
     from gpu_util import UtilisationLog, read_log
 
     fake = tmp_path / "fake-smi"
-    fake.write_text("#!/bin/sh\necho 37\necho '[N/A]'\necho 80\nexec sleep 30\n")
+    args = tmp_path / "args"  # what it was asked: one GPU, the first visible one
+    fake.write_text(
+        f"#!/bin/sh\necho \"$@\" > {args}\necho 37\necho '[N/A]'\necho 80\nexec sleep 30\n"
+    )
     fake.chmod(0o755)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
     log = tmp_path / "util.csv"
     before = time.monotonic()
     with UtilisationLog(log, command=str(fake)) as util:
@@ -100,6 +114,7 @@ def test_the_utilisation_log_stamps_each_reading_with_the_machines_monotonic_clo
     assert all(before <= t <= after for t, _ in util.samples)
     assert read_log(log) == [(round(t, 3), share) for t, share in util.samples]
     assert util.proc is not None and util.proc.poll() is not None  # the reader was stopped
+    assert args.read_text().split()[-2:] == ["-i", "3"]
     with UtilisationLog(tmp_path / "none.csv", command="no-such-nvidia-smi") as absent:
         assert absent.proc is None
     assert not (tmp_path / "none.csv").exists()

@@ -197,3 +197,6 @@ def test_eval_set_samples_name_sets_of_eval_tasks_with_a_positive_count() -> Non
             TrainConfig(
                 eval_tasks="heldout-compositions:32+kernelbench-l1-subset", eval_set_samples=wrong
             )
+    # an evaluation of one set judges it as one unlabelled part: its own count would be unused
+    with pytest.raises(ValueError, match="only set: give its samples as the evaluation's"):
+        TrainConfig(eval_tasks="heldout-ops", eval_set_samples="heldout-ops=3")

@@ -160,6 +160,10 @@ def test_a_set_judged_last_in_runs_of_its_own_joins_each_side(tmp_path):
         _run(tmp_path / f"l1_{name}", {"after": _l1_rows(correct)}, {"warmstart": 0})
         for name, correct in (("warm", [1, 0, 0, 0]), ("rl", [1, 1, 1, 0]), ("control", [0, 0, 0, 0]))
     ]  # fmt: skip
+    for run, side in zip(also, ("warm", "rl", "control"), strict=True):  # as on the device
+        config = json.loads((run / "config.json").read_text())
+        config["init_from"] = f"/tmp/learning-chain/{side}"
+        (run / "config.json").write_text(json.dumps(config))
     args = ["--warm", str(warm), "--control", str(control)]
     got = _learning(tmp_path, rl, *args, "--also", *map(str, also))
     l1 = got["kernelbench_l1_subset"]
@@ -175,6 +179,7 @@ def test_a_set_judged_last_in_runs_of_its_own_joins_each_side(tmp_path):
     # a control's run missing from --also, or the same tasks judged twice: refused
     for bad, said in (
         ([str(also[0]), str(also[1])], "one for the control"),
+        ([str(also[1]), str(also[0]), str(also[2])], "started from /tmp/learning-chain/rl, not"),
         ([str(also[0]), str(warm), str(also[2])], "tasks judged already: elu"),
     ):
         proc = subprocess.run(

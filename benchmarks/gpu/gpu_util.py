@@ -3,7 +3,8 @@
 
 ``UtilisationLog(path)`` runs ``nvidia-smi --query-gpu=utilization.gpu -lms 100`` beside the
 work and writes one line per reading to ``path``: ``monotonic_seconds,share`` (the share of the
-last sample period in which a kernel ran on the first GPU, 0 to 1; NVML's figure), each stamped
+last sample period in which a kernel ran on the first visible GPU, ``first_gpu``, 0 to 1;
+NVML's figure), each stamped
 with ``time.monotonic()`` when it arrived. That clock is the machine's, the same in every
 process, and the one the agent stamps the sandbox's busy windows with (``RolloutBatch``'s
 ``sandbox_windows``), so the two can be matched. Where ``nvidia-smi`` is missing (the CPU) the
@@ -15,6 +16,7 @@ reading inside the union of ``windows`` (None when none falls inside).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -24,6 +26,14 @@ from pathlib import Path
 from types import TracebackType
 
 QUERY = ["--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"]
+
+
+def first_gpu() -> str:
+    """The GPU ``nvidia-smi -i`` is to read: this process's first visible one (its
+    ``cuda:0``, where the trainer and the sandbox's first device are), else GPU 0. Without
+    ``-i`` it prints a line per GPU of the host each period, which would be averaged."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return visible or "0"
 
 
 class UtilisationLog:
@@ -45,7 +55,10 @@ class UtilisationLog:
         if self._command is None:
             return self
         self.proc = subprocess.Popen(
-            [self._command, *QUERY], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            [self._command, *QUERY, "-i", first_gpu()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()

@@ -49,6 +49,11 @@ def test_every_job_is_logged_with_its_verdict(tmp_path, monkeypatch):
     for e in started:  # a job's moments in order
         moments = [x["t"] for x in events if x["job"] == e["job"]]
         assert moments == sorted(moments)
+    # every job of the call arrived when it was asked for, before any ended (one lane, one
+    # thread: the others waited in the pool's queue, and the log says they were waiting)
+    kinds = [e["event"] for e in events]
+    assert kinds.count("arrive") == 3 and kinds[: kinds.index("end")].count("arrive") == 3
+    assert len({e["log"] for e in events}) == 1
 
 
 def test_a_job_under_way_is_in_the_log_before_its_verdict(tmp_path, monkeypatch):

@@ -36,7 +36,8 @@ Backend = Literal["auto", "cpu", "cuda"]  # kernel_sandbox.SandboxConfig's
 def parse_set_samples(text: str, source: str, flag: str) -> dict[str, int]:
     """``SET=N[,SET=N...]`` read: a named part of ``source`` -> its samples. ValueError naming
     ``flag`` and what is amiss (not ``SET=N``, N not a positive integer, a set named twice or
-    not among ``source``'s ``+``-joined parts)."""
+    not among ``source``'s ``+``-joined parts, or the only set of a ``source`` of one, whose
+    samples are the evaluation's own)."""
     out: dict[str, int] = {}
     sets = source.split("+") if source else []
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -49,6 +50,11 @@ def parse_set_samples(text: str, source: str, flag: str) -> dict[str, int]:
             raise ValueError(
                 f"{flag} names {name}, which is not one of the '+'-joined sets of the "
                 f"evaluation's tasks ({source or 'none given'})"
+            )
+        if len(sets) < 2:  # (one set is one unlabelled part: the override would be unused)
+            raise ValueError(
+                f"{flag} gives one of several '+'-joined sets its own samples; {name} is the "
+                "evaluation's only set: give its samples as the evaluation's samples instead"
             )
         out[name] = int(count)
     return out

@@ -113,6 +113,7 @@ def evaluate_tasks(
         "max_new_tokens": max_new_tokens,
         "seed": seed,
         "part_samples": part_samples or None,  # (None: every part has ``samples``)
+        "batch": batch,  # chunks, and so each sample's seed, follow from it
         "model": model or None,
         "backend": sandbox.backend,
         "time_compile": getattr(getattr(sandbox, "config", None), "time_compile", None),
@@ -128,10 +129,14 @@ def evaluate_tasks(
             log(f"ignoring {len(extra)} rows in {out / ROWS_FILE} for tasks not evaluated now")
     labelled = _checked_parts(parts, names)
     by_name = {t.name: t for t in tasks}
+    # A chunk is cut from its whole part, so that a resumed evaluation samples each chunk as
+    # an unkilled one does (its seed is its first task's); one cut short by a kill while its
+    # rows were written is judged again whole (``read_rows`` keeps a task's last row).
     chunks = [
         (label, chunk)
         for label, part in labelled
-        for chunk in _pieces([by_name[n] for n in part if n not in done], batch)
+        for chunk in _pieces([by_name[n] for n in part], batch)
+        if any(t.name not in done for t in chunk)
     ]
     todo = [t for _, chunk in chunks for t in chunk]
     if len(todo) < len(tasks):

@@ -25,12 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from ._parent.baselines import BaselineCache
+from ._parent.baselines import BaselineCache, BaselineStatus
 from ._parent.broker import Broker, compose
 from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from ._parent.gate import LaneHold, TimingGate, guest_gate
@@ -47,19 +47,6 @@ from .config import INPUT_DISTRIBUTIONS, SandboxConfig
 from .result import EvalResult, Status, out_of_memory, with_extra, with_wall_time
 from .static_checks import rejection, static_findings
 from .tasks import Task
-
-
-@dataclass(frozen=True)
-class BaselineStatus:
-    """One task's ``torch.compile`` baseline after ``Sandbox.measure_baselines``: ``kept`` (found
-    in the cache), ``measured`` (in ``seconds``), ``failed`` (no compile time will be
-    reported for it; ``message`` says why when known) or ``off`` (not timed on this
-    configuration)."""
-
-    task: str
-    status: Literal["kept", "measured", "failed", "off"]
-    seconds: float = 0.0
-    message: str = ""
 
 
 class Sandbox:
@@ -153,13 +140,24 @@ class Sandbox:
         """
         self._admit(distribution)
         job_id = self._job_log.arrive(task.name)
+        return self._logged(job_id, task, candidate, sizes, distribution, measure_time)
+
+    def _logged(
+        self,
+        job_id: int,
+        task: Task,
+        candidate: Candidate,
+        sizes: Mapping[str, int] | None = None,
+        distribution: str = "normal",
+        measure_time: bool = True,
+    ) -> EvalResult:
+        """``evaluate``'s job ``job_id`` (its arrival in the job log), its end logged."""
         try:
             result = self._evaluate(task, candidate, job_id, sizes, distribution, measure_time)
         except BaseException as exc:
-            self._job_log.end(job_id, task.name, f"raised {type(exc).__name__}", 0.0)
+            self._job_log.end(job_id, task.name, f"raised {type(exc).__name__}")
             raise
-        self._job_log.end(job_id, task.name, result.status, result.wall_seconds or 0.0,
-                          result.extra)  # fmt: skip
+        self._job_log.end(job_id, task.name, result.status, result.wall_seconds, result.extra)
         return result
 
     def _evaluate(
@@ -300,8 +298,12 @@ class Sandbox:
         return failure
 
     def evaluate_many(self, jobs: Iterable[tuple[Task, Candidate]]) -> list[EvalResult]:
-        """Evaluate many (task, candidate) pairs concurrently; results in input order."""
-        futures = [self._executor.submit(self.evaluate, task, cand) for task, cand in jobs]
+        """Evaluate many (task, candidate) pairs concurrently; results in input order. (Each
+        job arrives in the job log now, though it may wait for a thread of the pool.)"""
+        self._admit("normal")
+        log = self._job_log
+        futures = [self._executor.submit(self._logged, log.arrive(task.name), task, cand)
+                   for task, cand in jobs]  # fmt: skip
         return [f.result() for f in futures]
 
     def measure_baselines(
@@ -367,8 +369,9 @@ class Sandbox:
 
     async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         """``evaluate`` for asyncio code (runs on the pool's threads)."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.evaluate, task, candidate)
+        self._admit("normal")
+        job_id, loop = self._job_log.arrive(task.name), asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._logged, job_id, task, candidate)
 
     def warm_up(self) -> None:
         """Start every worker now, compile workers included (otherwise each starts on its

@@ -9,6 +9,8 @@ import json
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
 
 from .._shared.compile import cache_dir
 from .._shared.protocol import BaselineReport, BaselineRequest, Job
@@ -108,3 +110,16 @@ class BaselineCache:
         with self._lock:
             self._memory[key] = kept
         return kept
+
+
+@dataclass(frozen=True)
+class BaselineStatus:
+    """One task's ``torch.compile`` baseline after ``Sandbox.measure_baselines``: ``kept`` (found
+    in the cache), ``measured`` (in ``seconds``), ``failed`` (no compile time will be
+    reported for it; ``message`` says why when known) or ``off`` (not timed on this
+    configuration)."""
+
+    task: str
+    status: Literal["kept", "measured", "failed", "off"]
+    seconds: float = 0.0
+    message: str = ""

@@ -2,15 +2,17 @@
 in a run that was killed before its verdicts came back.
 
 With ``CUDA_AGENT_JOB_LOG`` set to a file, the pool appends one JSON line to it at each moment
-of each job's life (``Sandbox.evaluate``): ``arrive`` (the job was asked for), ``start`` (it
-was handed a lane: after its build on a compile worker and its wait for a lane, which the
-lanes' admission by memory may hold back), ``alone`` (its rerun after running out of memory
-beside other lanes got the device to itself) and ``end`` (its verdict). Each line has
-``event``, ``job`` (a number, unique within the file's writer), ``pid``, ``task`` and ``t``
-(``time.monotonic()``, the clock of ``CUDA_AGENT_TRACE``'s spans, so the two line up);
-``start`` and ``alone`` name the ``lane``; ``end`` adds ``status``, ``wall_s`` (as the
-verdict's ``wall_seconds``) and what the verdict reported of its memory and build
-(``peak_gpu_bytes``, ``reference_peak_gpu_bytes``, ``build_seconds``, ``rerun_alone``).
+of each job's life (``Sandbox.evaluate``): ``arrive`` (the job was asked for: ``evaluate_many``
+writes every job's at once, though a job may wait for a thread), ``start`` (it was handed a
+lane: after its build on a compile worker and its wait for a lane, which the lanes' admission
+by memory may hold back), ``alone`` (its rerun after running out of memory beside other lanes
+got the device to itself) and ``end`` (its verdict). Each line has ``event``, ``job`` (a
+number, unique within its writer), ``log`` (the writer: one per ``Sandbox``), ``pid``,
+``task`` and ``t`` (``time.monotonic()``, the clock of ``CUDA_AGENT_TRACE``'s spans, so the
+two line up); ``start`` and ``alone`` name the ``lane``; ``end`` adds ``status``, ``wall_s``
+(the verdict's ``wall_seconds``; none for an evaluation that raised) and what the verdict
+reported of its memory and build (``peak_gpu_bytes``, ``reference_peak_gpu_bytes``,
+``build_seconds``, ``rerun_alone``).
 Lines are written whole and flushed at once, so a log cut by a kill ends with a whole line
 (or one torn line, which ``read_events`` skips).
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import statistics
 import threading
 import time
@@ -43,6 +46,7 @@ class JobLog:
         self._file: IO[str] | None = None
         self._lock = threading.Lock()
         self._next = 0
+        self._tag = secrets.token_hex(4)  # this writer's: job numbers are unique within it
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", buffering=1)  # noqa: SIM115 (closed by close())
@@ -66,18 +70,25 @@ class JobLog:
         self._write("alone", job, task, lane=lane)
 
     def end(
-        self, job: int, task: str, status: str, wall_s: float, extra: dict[str, Any] | None = None
+        self,
+        job: int,
+        task: str,
+        status: str,
+        wall_s: float | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
+        """The job's verdict (``status``; for a job whose evaluation raised, ``raised <type>``
+        and no ``wall_s``)."""
         reported = {k: v for k, v in (extra or {}).items() if k in _REPORTED and v is not None}
-        lane = (extra or {}).get("lane")
-        self._write("end", job, task, lane=lane, status=status, wall_s=round(wall_s, 4),
-                    **reported)  # fmt: skip
+        if wall_s is not None:
+            reported["wall_s"] = round(wall_s, 4)
+        self._write("end", job, task, lane=(extra or {}).get("lane"), status=status, **reported)
 
     def _write(self, event: str, job: int, task: str, **fields: Any) -> None:
         if self._file is None:
             return
-        line = {"event": event, "job": job, "pid": os.getpid(), "task": task,
-                "t": time.monotonic(), **fields}  # fmt: skip
+        line = {"event": event, "job": job, "log": self._tag, "pid": os.getpid(),
+                "task": task, "t": time.monotonic(), **fields}  # fmt: skip
         text = json.dumps(line, default=str) + "\n"
         with self._lock:
             if self._file is not None:
@@ -106,18 +117,18 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
 def summarize(events: Iterable[dict[str, Any]], now: float | None = None) -> dict[str, Any]:
     """What a job log says (module docstring). ``now`` (a ``time.monotonic()`` reading of the
     same machine) is when the log is judged; None: the time of its last event, which for a
-    killed run is about when it stopped. Jobs are keyed by (``pid``, ``job``), so logs of
-    several sandboxes appended to one file are read apart.
+    killed run is about when it stopped. Jobs are keyed by (``pid``, ``log``, ``job``), so
+    several sandboxes appending to one file are read apart.
 
     Returns ``arrived``, ``started``, ``ended``, ``statuses`` (verdict -> count), ``wall_s``
     and ``lane_wait_s`` (median and max over ended jobs; the wait is from ``arrive`` to
     ``start``, the build included), ``reruns_alone``, and ``waiting`` / ``running``: the jobs
     that had arrived but had no lane yet / had a lane but no verdict at ``now``, each with its
     ``task``, ``lane`` and ``seconds`` so far, the longest first."""
-    jobs: dict[tuple[Any, Any], dict[str, Any]] = {}
+    jobs: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     last = None
     for event in events:
-        key = (event.get("pid"), event["job"])
+        key = (event.get("pid"), event.get("log"), event["job"])
         jobs.setdefault(key, {"task": event.get("task")})[event["event"]] = event
         t = event.get("t")
         if isinstance(t, (int, float)):
