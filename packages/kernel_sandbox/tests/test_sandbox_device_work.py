@@ -143,6 +143,20 @@ def test_the_callers_device_names_the_gate_it_holds():
         assert guest_gate(gates, backend, device) is None
 
 
+def test_a_device_named_by_an_alias_holds_its_gate():
+    # A data-parallel process: its sandbox's one device is the caller's cuda:1.
+    with Sandbox(SandboxConfig(backend="cpu", workers=1)) as sandbox:
+        with sandbox.device_work("cuda:1"):  # not the sandbox's device: nothing held
+            pass
+        assert sandbox.gate_stats()[0]["guests"] == 0
+        sandbox.alias_device("cuda:1", 0)
+        with sandbox.device_work("cuda:1"):
+            pass
+        assert sandbox.gate_stats()[0]["guests"] == 1
+        with pytest.raises(ValueError, match="1 device"):
+            sandbox.alias_device("cuda:2", 1)
+
+
 def _overlapping(spans, window: tuple[float, float]) -> list:
     start, end = window
     return [s for s in spans if s.start < end and start < s.end]

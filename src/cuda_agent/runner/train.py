@@ -111,6 +111,9 @@ def train(
             ),
         )
     )
+    if D.launched_world() > 1 and sandbox.backend == "cuda" and not config.ray_address:
+        # (D.sandbox_share: this process's sandbox has its GPU alone, the policy's cuda:RANK)
+        sandbox.alias_device(str(policy.device), 0)
     rollouts = None
     if config.ray_rollout_workers and main:  # several processes: rank 0 collects for all
         from .ray_rollouts import RayRollouts

@@ -220,6 +220,9 @@ class RaySandbox(Sandbox, on_cluster=True):
         times on shares it with those timings)."""
         yield
 
+    def alias_device(self, caller: str, device: int) -> None:
+        """Nothing to alias (``device_work`` holds nothing here)."""
+
     def warm_up(self) -> None:
         import_ray().get(self._scheduler.warm_up.remote())
 

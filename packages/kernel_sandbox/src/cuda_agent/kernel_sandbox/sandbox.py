@@ -106,6 +106,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._baselines = BaselineCache()
         self._trivial = TrivialCache()  # each task's trivial-answer rule (``_parent.trivial``)
+        self._aliases: dict[str, int] = {}  # caller's device -> the sandbox's (alias_device)
         self._job_log = JobLog.from_env()  # $CUDA_AGENT_JOB_LOG (``_parent/job_log.py``)
 
     def build_for(self, arch: str) -> None:
@@ -323,21 +324,9 @@ class Sandbox:
             else:
                 job = plan_job(task, "", cfg, None, "normal", True)
                 lane = self._lanes.take(task.digest)
-                started = time.perf_counter()
                 try:
-                    kept = self._baselines.known(job, lane.reference)
-                    found = self._baselines.get(job, lane.reference)  # kept: from memory
+                    status, found = self._baselines.ahead(job, lane.reference)
                     self._learn(task, lane, found)
-                    seconds = time.perf_counter() - started
-                    if kept:
-                        status = BaselineStatus(task.name, "kept")
-                    elif found:
-                        status = BaselineStatus(task.name, "measured", seconds)
-                    else:
-                        why = self._baselines.failure(job, lane.reference)
-                        status = BaselineStatus(task.name, "failed", seconds, why)
-                except WorkerDied as death:
-                    status = BaselineStatus(task.name, "failed", message=death.reason)
                 finally:
                     self._lanes.put(lane)
             if progress is not None:
@@ -363,9 +352,20 @@ class Sandbox:
         device: ``"cpu"``, ``"cuda"``, ``"cuda:K"``; the trainer's policy sampling): no timing
         runs beside it, the lanes' correctness work goes on (a guest of the device's gate,
         ``_parent/gate.py``). Where the sandbox does not time on ``device``, nothing is held."""
-        gate = guest_gate(self._lanes.gates, self.config.backend, device)
+        known = self._aliases.get(device)
+        gates = self._lanes.gates
+        gate = gates[known] if known is not None else guest_gate(gates, self.backend, device)
         with gate.guest() if gate is not None else contextlib.nullcontext():
             yield
+
+    def alias_device(self, caller: str, device: int) -> None:
+        """Say that the caller's torch device ``caller`` (``"cuda:1"``) is the sandbox's device
+        ``device`` where their orders differ (``device_work`` otherwise takes the caller's
+        ``cuda:K`` for the sandbox's device K): a data-parallel process whose sandbox has only
+        its own GPU, which is its ``cuda:LOCAL_RANK``. ValueError for a device it lacks."""
+        if not 0 <= device < len(self._lanes.gates):
+            raise ValueError(f"the sandbox has {len(self._lanes.gates)} device(s), not {device}")
+        self._aliases[caller] = device
 
     async def evaluate_async(self, task: Task, candidate: Candidate) -> EvalResult:
         """``evaluate`` for asyncio code (runs on the pool's threads)."""

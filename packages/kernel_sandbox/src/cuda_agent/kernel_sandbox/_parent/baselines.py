@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -74,6 +75,24 @@ class BaselineCache:
         """Why the job's last measurement gave no baseline ("" when none failed)."""
         with self._lock:
             return self._failures.get(self.key(job, reference.identity), "")
+
+    def ahead(self, job: Job, reference: Worker) -> tuple[BaselineStatus, BaselineReport | None]:
+        """One task's baseline measured ahead (``Sandbox.measure_baselines``) on a lane's
+        ``reference`` worker: its status (``kept``, ``measured`` or ``failed``) and the
+        baseline, kept or found (None when it failed)."""
+        started = time.perf_counter()
+        try:
+            kept = self.known(job, reference)
+            found = self.get(job, reference)  # kept: from memory
+            seconds = time.perf_counter() - started
+            if kept:
+                return BaselineStatus(job.task_name, "kept"), found
+            if found:
+                return BaselineStatus(job.task_name, "measured", seconds), found
+            why = self.failure(job, reference)
+            return BaselineStatus(job.task_name, "failed", seconds, why), None
+        except WorkerDied as death:
+            return BaselineStatus(job.task_name, "failed", message=death.reason), None
 
     def known(self, job: Job, reference: Worker) -> bool:
         """Whether the job's baseline is kept already (in memory or on disk)."""
