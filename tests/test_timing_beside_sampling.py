@@ -1,0 +1,31 @@
+"""``benchmarks/gpu/timing_beside_sampling.py`` on the CPU (the figures are the GPU's): every
+mode runs the A/A check, the sampler samples meanwhile, and held, it enters the gate."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_each_mode_times_the_tasks_against_themselves_while_the_sampler_samples(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "timing_beside_sampling", ROOT / "benchmarks" / "gpu" / "timing_beside_sampling.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "out.json"
+    args = ["--backend", "cpu", "--shape", "tiny", "--limit", "2", "--batch", "2",
+            "--new-tokens", "8", "--modes", "idle,beside,held"]  # fmt: skip
+    assert module.main([str(out), *args]) == 0
+    report = json.loads(out.read_text())
+    assert report["tasks"] == 2 and report["torch"] and "command" in report
+    for mode in ("idle", "beside", "held"):
+        got = report[mode]
+        assert got["n"] == 2 and [r["status"] for r in got["rows"]] == ["ok", "ok"]
+        assert 0 <= got["within_1pct"] <= got["within_3pct"] <= 2
+    assert report["idle"]["sampling_calls"] == 0
+    assert report["beside"]["sampling_calls"] > 0 and report["held"]["sampling_calls"] > 0
