@@ -35,8 +35,7 @@ from typing import Any
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import provenance
 from rl_step_throughput import SHAPES, build_model, prompt_ids
 
