@@ -6,6 +6,7 @@ and neither side starves. The gate's guests are checked with threads in
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -50,32 +51,62 @@ def _overlapping(spans, window: tuple[float, float]) -> list:
     return [s for s in spans if s.start < end and start < s.end]
 
 
-@pytest.mark.parametrize("held", [True, False], ids=["device-work", "control"])
-def test_no_timing_runs_beside_the_callers_device_work(tmp_path, monkeypatch, held):
-    """While jobs keep the lanes busy, the caller works on the host for a while: held as
-    device work, no worker times meanwhile but checks go on; not held (the control), timings
-    run beside it, so the check can fail."""
-    monkeypatch.setenv(TRACE_ENV, str(tmp_path / "trace"))
+def _work_beside_jobs(tmp_path, backend: str, held: bool) -> tuple[list, list, dict]:
+    """Jobs keep the lanes busy while the caller works on the device three times for 1.5 s
+    (held as device work or not): the workers' traced spans, the caller's windows and the
+    gate's counters."""
     relu = next(t for t in builtin_tasks() if t.name == "relu")
     config = SandboxConfig(
-        backend="cpu", workers=2, lanes_per_gpu=2, repeats=10, timing_budget_s=0.3
+        backend=backend, workers=1, lanes_per_gpu=2, repeats=10, timing_budget_s=0.3
     )
+    device = "cuda:0" if backend == "cuda" else "cpu"
     windows = []
     with Sandbox(config) as sandbox:
         sandbox.warm_up()
-        jobs = [(relu, relu.solutions["cpu"])] * 24
+        jobs = [(relu, relu.solutions[backend])] * (24 if backend == "cpu" else 96)
         busy = threading.Thread(target=sandbox.evaluate_many, args=(jobs,), daemon=True)
         busy.start()
         time.sleep(1.0)  # the lanes are under way
         for _ in range(3):
-            with sandbox.device_work("cpu") if held else _nothing():
+            with sandbox.device_work(device) if held else contextlib.nullcontext():
                 start = time.monotonic()
-                time.sleep(1.5)  # the caller's own work on the device
+                _busy(device, 1.5)  # the caller's own work on the device
                 windows.append((start, time.monotonic()))
             time.sleep(0.3)
         busy.join(600)
         stats = sandbox.gate_stats()[0]
-    spans = read_spans(tmp_path / "trace")
+    return read_spans(tmp_path / "trace"), windows, stats
+
+
+def _busy(device: str, seconds: float) -> None:
+    """Work on ``device`` for about ``seconds`` (on a GPU: kernels, finished before it returns)."""
+    if device == "cpu":
+        time.sleep(seconds)
+        return
+    import torch
+
+    a = torch.randn(2048, 2048, device=device)
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for _ in range(20):
+            a = torch.tanh(a @ a)
+        torch.cuda.synchronize(device)
+
+
+@pytest.mark.parametrize(
+    "backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)], ids=["cpu", "cuda"]
+)
+@pytest.mark.parametrize("held", [True, False], ids=["device-work", "control"])
+def test_no_timing_runs_beside_the_callers_device_work(tmp_path, monkeypatch, held, backend):
+    """While jobs keep the lanes busy, the caller works on the device for a while: held as
+    device work, no worker times meanwhile but checks go on; not held (the control), timings
+    run beside it, so the check can fail."""
+    if backend == "cuda":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU")
+    monkeypatch.setenv(TRACE_ENV, str(tmp_path / "trace"))
+    spans, windows, stats = _work_beside_jobs(tmp_path, backend, held)
     beside = [s for w in windows for s in _overlapping(spans, w)]
     assert spans and stats["timings"] > 0
     assert any(not s.timing for s in beside), "the lanes' checks stopped"
@@ -85,11 +116,3 @@ def test_no_timing_runs_beside_the_callers_device_work(tmp_path, monkeypatch, he
     else:
         assert [s for s in beside if s.timing], "the control found no timing beside the work"
         assert stats["guests"] == 0
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
