@@ -19,6 +19,9 @@ the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with
 intervals, RL's gain with its interval's ends). ``--control RUN_DIR`` names the SFT-only
 control (warm start alone, for as long as this run trained): each block then also holds the
 control against the warm start and RL's paired gain over the control (``rl_over_control``).
+The whole evaluation's rates (``heldout_*``, ``gain_rl_over_warmstart``, ``target_met``) are
+over all its tasks; where its sets had different sample counts (``--eval-set-samples``) they mix
+best-of-4 tasks with best-of-1 ones, so read the per-set blocks then.
 ``--also WARM_EVAL RL_EVAL [CONTROL_EVAL]`` adds evaluation-only runs of the same weights
 (``--init-from`` each, no training: a set judged after the rest, e.g. the KernelBench problems
 in ``gpu/plans/two_layouts_l1_last.json``) to each side of the per-set blocks.
