@@ -313,6 +313,7 @@ def test_the_tiny_local_model_and_a_trained_adapter(sandbox, tmp_path: Path) -> 
     assert str(model) in saved["config"]["model"] and "adapter" in saved["config"]["model"]
     assert re.search(r"pass@1 +0\.0% \[0\.0%, 0\.0%\]", done.stdout)  # the closing table
     assert (out / "eval.md").exists() and (out / "report.html").exists()
+    assert (out / "jobs.jsonl").is_file()  # the sandbox's job log (no answer reached it here)
 
 
 def test_an_openai_compatible_endpoint(tmp_path: Path) -> None:

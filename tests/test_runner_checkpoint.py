@@ -74,3 +74,14 @@ def test_background_writes_land_in_order_one_at_a_time_and_their_errors_surface(
     writer.submit(fails)
     with pytest.raises(OSError, match="no space"):
         writer.close()
+
+
+def test_a_run_keeps_its_job_log_unless_the_environment_names_one(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from cuda_agent.runner.checkpoint import job_log_path
+
+    monkeypatch.delenv("CUDA_AGENT_JOB_LOG", raising=False)
+    assert job_log_path(tmp_path) == str(tmp_path / "jobs.jsonl")
+    monkeypatch.setenv("CUDA_AGENT_JOB_LOG", str(tmp_path / "call1.jsonl"))
+    assert job_log_path(tmp_path) is None  # the sandbox writes where the environment says

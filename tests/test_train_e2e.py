@@ -195,6 +195,13 @@ def test_train_runs_every_stage_and_writes_outputs(
     # One checkpoint is kept: the committed one, with the critic beside the adapter.
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["rl-2"]
     assert (run / "checkpoints" / "rl-2" / "value").is_dir()
+    # the sandbox's job log, in the run: every job it was asked for ended, with its verdict
+    from cuda_agent.kernel_sandbox._parent.job_log import read_events, summarize
+
+    assert (run / "jobs.jsonl").is_file()
+    jobs = summarize(read_events(run / "jobs.jsonl"))
+    assert jobs["arrived"] == jobs["ended"] == sum(jobs["statuses"].values())
+    assert jobs["running"] == jobs["waiting"] == []
 
 
 def test_stability_bounds_skip_or_stop_an_update(

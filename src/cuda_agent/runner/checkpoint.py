@@ -12,6 +12,8 @@ Layout of a run directory::
     adapter/           the final adapter
     summary.json       written at the end
     report.html        then the page a person reads (``report``), from the files above
+    jobs.jsonl         the sandbox's job log (``job_log_path``): each job's arrival, lane and
+                       verdict as they happened (``kernel-sandbox jobs``), for a run that stalled
 
 Every file a resumed run reads is replaced whole: written to a temporary name beside it,
 fsynced, then moved over the old one with ``os.replace`` (``write_text_atomic``,
@@ -84,6 +86,14 @@ def trained_weights(spec: str | Path) -> Path:
         "writes them; a training run keeps its final ones in RUN/adapter and the last "
         "checkpoint's in RUN/checkpoints/<name>/adapter)"
     )
+
+
+def job_log_path(run_dir: Path) -> str | None:
+    """Where a run's (or an evaluation's) sandbox writes its job log: ``run_dir/jobs.jsonl``,
+    or None where ``$CUDA_AGENT_JOB_LOG`` names a file already (the sandbox writes there: one
+    file for several runs, as ``benchmarks/gpu/learning_run.py`` keeps one per device call).
+    Appended to, never read back by the run: a log cut by a kill does no harm."""
+    return None if os.environ.get("CUDA_AGENT_JOB_LOG") else str(run_dir / "jobs.jsonl")
 
 
 def write_text_atomic(path: Path, text: str) -> None:

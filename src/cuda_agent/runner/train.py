@@ -36,7 +36,13 @@ from cuda_agent.reward import renamed_keys
 
 from . import distributed as D
 from .budget import inherited_budget, resolve_budget, warmstart_examples
-from .checkpoint import load_state, replace_dir, trained_weights, write_json_atomic
+from .checkpoint import (
+    job_log_path,
+    load_state,
+    replace_dir,
+    trained_weights,
+    write_json_atomic,
+)
 from .config import TrainConfig
 from .context import InitFromError, Log, Run
 from .deadline import Deadline, DeadlineStop
@@ -109,7 +115,8 @@ def train(
                 config.lanes_per_gpu or "auto",
                 on_ray=bool(config.ray_address),
             ),
-        )
+        ),
+        job_log=job_log_path(run_dir),
     )
     if D.launched_world() > 1 and sandbox.backend == "cuda" and not config.ray_address:
         # (D.sandbox_share: this process's sandbox has its GPU alone, the policy's cuda:RANK)

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from cuda_agent.kernel_sandbox import Task, TaskError
 
-from ..checkpoint import trained_weights
+from ..checkpoint import job_log_path, trained_weights
 from ..config import Backend, parse_set_samples
 
 
@@ -141,7 +141,8 @@ def run_eval(
         time_compile=True if options.time_compile else None,
     )
     say = log or tqdm.write
-    with Sandbox(config) as sandbox:
+    out.mkdir(parents=True, exist_ok=True)
+    with Sandbox(config, job_log=job_log_path(out)) as sandbox:
         say(f"evaluating {name} on {len(tasks)} tasks ({sandbox.backend}); writing {out}")
         result = evaluate_tasks(
             policy,

@@ -139,7 +139,7 @@ class RaySandbox(Sandbox, on_cluster=True):
     returns one when the config names an address (``on_cluster``). Picklable: a copy sent to
     another Ray process (a rollout actor) shares the same scheduler and slots."""
 
-    def __init__(self, config: SandboxConfig | None = None) -> None:
+    def __init__(self, config: SandboxConfig | None = None, job_log: str | None = None) -> None:
         config = config or SandboxConfig(ray_address="local")
         if not config.ray_address:
             raise ValueError("RaySandbox needs SandboxConfig.ray_address ('auto', 'local', ...)")
@@ -148,6 +148,8 @@ class RaySandbox(Sandbox, on_cluster=True):
         self.config = cluster_config(config, ray.cluster_resources(), alive).resolved()
         _check_room(self.config, ray.available_resources)
         env = {k: v for k, v in os.environ.items() if k in ("CUDA_AGENT_CACHE", JOB_LOG_ENV)}
+        if job_log:  # the slot actors' pools write it (on this machine's cluster: one file)
+            env[JOB_LOG_ENV] = str(job_log)
         scheduler = ray.remote(Scheduler).options(num_cpus=0, max_concurrency=10_000)
         self._scheduler = scheduler.remote(self.config, env)
         self._owner = True

@@ -64,14 +64,16 @@ class Sandbox:
         if on_cluster:
             Sandbox._on_cluster = cls
 
-    def __new__(cls, config: SandboxConfig | None = None) -> Sandbox:
+    def __new__(cls, config: SandboxConfig | None = None, job_log: str | None = None) -> Sandbox:
         if cls is Sandbox and config is not None and config.ray_address:
             if Sandbox._on_cluster is None:  # only where the package's __init__ did not run
                 raise RuntimeError("ray_address is set: import cuda_agent.kernel_sandbox first")
             return super().__new__(Sandbox._on_cluster)
         return super().__new__(cls)
 
-    def __init__(self, config: SandboxConfig | None = None) -> None:
+    def __init__(self, config: SandboxConfig | None = None, job_log: str | None = None) -> None:
+        """``job_log``: where the job log goes (``_parent/job_log.py``); None: where
+        ``$CUDA_AGENT_JOB_LOG`` says, else nowhere."""
         self.config = cfg = (config or SandboxConfig()).resolved()
         assert isinstance(cfg.lanes_per_gpu, int)
         gates = [TimingGate(cfg.timing_gate, cfg.timing_gather_s) for _ in range(cfg.workers)]
@@ -107,7 +109,7 @@ class Sandbox:
         self._baselines = BaselineCache()
         self._trivial = TrivialCache()  # each task's trivial-answer rule (``_parent.trivial``)
         self._aliases: dict[str, int] = {}  # caller's device -> the sandbox's (alias_device)
-        self._job_log = JobLog.from_env()  # $CUDA_AGENT_JOB_LOG (``_parent/job_log.py``)
+        self._job_log = JobLog(job_log) if job_log else JobLog.from_env()
 
     def build_for(self, arch: str) -> None:
         """The candidate workers build extensions for ``arch`` (``TORCH_CUDA_ARCH_LIST``), as the
