@@ -168,3 +168,7 @@ def _merge(parts: Path, out: Path, names: list[str]) -> None:
                 shutil.copytree(part / sub, out / sub, dirs_exist_ok=True)
     text = "".join(json.dumps(rows[n]) + "\n" for n in names if n in rows)
     write_text_atomic(out / ROWS_FILE, text)
+    if (out / CONFIG_FILE).exists():  # a process's settings, but one chunk of every task:
+        merged = json.loads((out / CONFIG_FILE).read_text())  # the merged evaluation reads
+        merged["batch"] = max(1, len(names))  # its rows back as one (``_evaluate``)
+        write_text_atomic(out / CONFIG_FILE, json.dumps(merged, indent=2))
