@@ -32,7 +32,7 @@ TASKS = {t.name: t for t in builtin_tasks()}
 
 # ------------------------------------------------------------------------------ the gate
 def _enter(gate: TimingGate, mode: str, log: list[str], name: str) -> threading.Thread:
-    acquire = {"read": gate.acquire_read, "write": gate.acquire_write, "guest": gate.acquire_guest}
+    acquire = {"read": gate.acquire_read, "write": gate.acquire_write}
 
     def run() -> None:
         acquire[mode]()
@@ -160,9 +160,38 @@ def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through
 
 
 # ------------------------------------------------------------------ the gate's guests
+class _Guest:
+    """A thread that enters ``gate`` as a guest (a guest leaves on the thread that entered),
+    logs ``name``, and stays inside until ``leave()``."""
+
+    def __init__(self, gate: TimingGate, log: list[str], name: str) -> None:
+        self._go = threading.Event()
+
+        def run() -> None:
+            gate.acquire_guest()
+            log.append(name)
+            self._go.wait(30)
+            gate.release_guest()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def inside(self, log: list[str], name: str) -> bool:
+        for _ in range(100):
+            if name in log:
+                return True
+            time.sleep(0.01)
+        return False
+
+    def leave(self) -> None:
+        self._go.set()
+        self.thread.join(5)
+
+
 def test_a_timing_waits_for_the_guest_while_checks_go_on():
     gate, log = TimingGate(gather_s=0.0), []  # a timing is due at once
-    _enter(gate, "guest", log, "g").join(5)
+    g = _Guest(gate, log, "g")
+    assert g.inside(log, "g")
     w = _enter(gate, "write", log, "w")
     _settle()
     _enter(gate, "read", log, "r1").join(5)  # the gate stays open to checks meanwhile
@@ -170,7 +199,7 @@ def test_a_timing_waits_for_the_guest_while_checks_go_on():
     gate.release_read()
     _settle()
     assert "w" not in log  # no reader inside, but the guest is
-    gate.release_guest()
+    g.leave()
     w.join(5)
     assert log == ["g", "r1", "w"]
     gate.release_write()
@@ -181,7 +210,7 @@ def test_a_guest_waits_for_a_batch_under_way_or_due_and_then_enters():
     _enter(gate, "read", log, "r").join(5)
     w = _enter(gate, "write", log, "w")  # due at once: the gate closes, the reader drains
     _settle()
-    g = _enter(gate, "guest", log, "g")
+    g = _Guest(gate, log, "g")
     _settle()
     assert log == ["r"]  # the timing is due: the guest waits for its batch
     gate.release_read()
@@ -189,9 +218,9 @@ def test_a_guest_waits_for_a_batch_under_way_or_due_and_then_enters():
     _settle()
     assert log == ["r", "w"]  # the batch runs without the guest
     gate.release_write()
-    g.join(5)
+    assert g.inside(log, "g")
     assert log == ["r", "w", "g"] and gate.guests == 1
-    gate.release_guest()
+    g.leave()
 
 
 def test_a_guest_enters_while_a_timing_still_gathers():
@@ -199,14 +228,50 @@ def test_a_guest_enters_while_a_timing_still_gathers():
     _enter(gate, "read", log, "r").join(5)
     w = _enter(gate, "write", log, "w")  # gathering: the check goes on, and so may a guest
     _settle()
-    _enter(gate, "guest", log, "g").join(5)
+    g = _Guest(gate, log, "g")
+    assert g.inside(log, "g")
     gate.release_read()
     _settle()
     assert log == ["r", "g"]  # no check left, but a guest: the timing does not start
-    gate.release_guest()
+    g.leave()
     w.join(5)
     assert log[-1] == "w"
     gate.release_write()
+
+
+def test_a_guest_behind_a_batch_enters_when_it_ends_before_the_next_batch():
+    gate, log = TimingGate(gather_s=0.0), []
+    _enter(gate, "write", log, "w1").join(5)  # a batch under way
+    g = _Guest(gate, log, "g")
+    _settle()
+    w2 = _enter(gate, "write", log, "w2")  # arrives during the batch: the next batch
+    _settle()
+    assert log == ["w1"]
+    gate.release_write()  # the batch ends: the guest enters before the next one starts
+    assert g.inside(log, "g")
+    _settle()
+    assert log == ["w1", "g"]
+    g.leave()
+    w2.join(5)
+    assert log == ["w1", "g", "w2"]
+    gate.release_write()
+
+
+def test_a_guest_may_enter_again_inside_itself_though_a_timing_waits():
+    gate, log = TimingGate(gather_s=0.0), []
+    gate.acquire_guest()
+    w = _enter(gate, "write", log, "w")  # due at once, waits for the guest
+    _settle()
+    assert gate.acquire_guest() == 0.0  # nested on the same thread: no wait, no deadlock
+    gate.release_guest()
+    _settle()
+    assert log == []  # still inside once
+    gate.release_guest()
+    w.join(5)
+    assert log == ["w"]
+    gate.release_write()
+    with pytest.raises(RuntimeError, match="without a guest inside"):
+        gate.release_guest()
 
 
 def test_under_random_traffic_no_timing_runs_beside_a_guest_and_everyone_gets_through():

@@ -118,7 +118,8 @@ def train(
         ),
         job_log=job_log_path(run_dir),
     )
-    if D.launched_world() > 1 and sandbox.backend == "cuda" and not config.ray_address:
+    on_gpu = str(policy.device).startswith("cuda")
+    if D.launched_world() > 1 and on_gpu and sandbox.backend == "cuda" and not config.ray_address:
         # (D.sandbox_share: this process's sandbox has its GPU alone, the policy's cuda:RANK)
         sandbox.alias_device(str(policy.device), 0)
     rollouts = None

@@ -19,9 +19,10 @@ A *guest* is device work of the gate's own process that is no lane's: the traine
 sampling on the GPU the sandbox times on (``Sandbox.device_work``). It may run beside any
 correctness work, but never beside a timing: a timing waits until the guests inside have left
 (the gate stays open to readers meanwhile: a guest holds it for seconds, not for one section),
-and a guest waits while a batch of timings runs or is due (queued past ``gather_s``). So a
-guest waits for at most one batch, and a timing for the guests that entered before its
-batch fell due.
+and a guest waits while a batch of timings runs or is due (queued past ``gather_s``), and enters
+with the readers when that batch is done. So a guest waits for at most one batch, and a timing
+for the guests that entered before its batch fell due. A thread inside as a guest may enter
+again (nested work of its own) without waiting.
 
 ``enabled=False`` lets everything through at once: a control for the benchmark that must show
 the overlaps the gate prevents (``_shared.trace``).
@@ -62,6 +63,8 @@ class TimingGate:
         self._readers_waiting = 0
         self._read_phases = 0  # counts read phases opened after a write phase
         self._guests = 0  # device work of this process beside the lanes (module docstring)
+        self._guests_waiting = 0
+        self._guest_threads: dict[int, int] = {}  # a guest's thread -> how deep it is inside
         self.seconds_waited = {"read": 0.0, "write": 0.0, "guest": 0.0}
         self.timings = 0
         self.batches = 0
@@ -128,21 +131,37 @@ class TimingGate:
 
     # ------------------------------------------------------------------------------ guests
     def acquire_guest(self) -> float:
-        """Enter as a guest (module docstring); returns the seconds waited."""
+        """Enter as a guest (module docstring); returns the seconds waited. A thread already
+        inside as a guest enters again at once (its work nested in its own: waiting there
+        for a timing that waits for it would never end)."""
         started = time.perf_counter()
+        me = threading.get_ident()
         with self._cond:
-            while not self._guest_may_enter():
-                self._cond.wait(0.05)  # (a batch falls due with time, not with a notify)
-            self._guests += 1
-            self.guests += 1
+            if me in self._guest_threads:
+                self._guest_threads[me] += 1
+                return 0.0
+            if not self._guest_may_enter():
+                # admitted with the readers when the read phase opens (``_open_read_phase``)
+                self._guests_waiting += 1
+                phase = self._read_phases
+                self._cond.wait_for(lambda: self._read_phases != phase)
+            else:
+                self._guests += 1
+                self.guests += 1
+            self._guest_threads[me] = 1
             waited = time.perf_counter() - started
             self.seconds_waited["guest"] += waited
             return waited
 
     def release_guest(self) -> None:
+        me = threading.get_ident()
         with self._cond:
-            if self._guests <= 0:
-                raise RuntimeError("release_guest without a guest inside")
+            if self._guest_threads.get(me, 0) <= 0:
+                raise RuntimeError("release_guest without a guest inside on this thread")
+            self._guest_threads[me] -= 1
+            if self._guest_threads[me]:
+                return  # still inside: a nested entry ended
+            del self._guest_threads[me]
             self._guests -= 1
             self._advance()
             self._cond.notify_all()  # a timing may be waiting for the guests to leave
@@ -199,6 +218,9 @@ class TimingGate:
         self._closed = False
         self._readers += self._readers_waiting
         self._readers_waiting = 0
+        self._guests += self._guests_waiting  # (no timing is due now: it gathers afresh)
+        self.guests += self._guests_waiting
+        self._guests_waiting = 0
         self._read_phases += 1
         self._cond.notify_all()
 
