@@ -4,8 +4,9 @@ before its first candidate is judged: ``_parent.trivial``).
 
 The expected outputs are those of the job's trial checks (its first plain draws and one per
 extra input distribution: an answer must pass them all), computed as the checks compute them (``_reference.jobs._expected``, so the job's own checks find them cached); each trivial
-answer is judged by the sandbox's own comparison (``_shared.compare.compare``). One answer at
-a time is made, judged and dropped: an output of gigabytes is never held twice over.
+answer is judged by the sandbox's own comparison (``_shared.compare.compare``). One draw's
+outputs at a time are alive (the first draw's beside them for the hard-coded answer), and one
+answer at a time is made, judged and dropped: at KernelBench's sizes an output takes gigabytes.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from .._shared.sections import Sections
 from .._shared.trivial_rule import OutputRule, TrivialRuleRequest
 from . import jobs as _reference
 
-# An answer for one draw: (the draw's index, every draw's inputs, the expected output) -> a
-# tensor, or None where it does not apply (no input of the output's size).
-Answer = Callable[[int, "_Inputs", torch.Tensor], torch.Tensor | None]
+# An answer for one draw: (the draw's index, its inputs, its expected output) -> a tensor, or
+# None where it does not apply (no input of the output's size).
+Answer = Callable[[int, list[Any], torch.Tensor], torch.Tensor | None]
 
 
 def trivial_rule(
@@ -44,26 +45,57 @@ def trivial_rule(
 
 
 def _rule(request: TrivialRuleRequest, home: Path) -> dict[str, Any]:
-    expected = [_reference._expected(request.draw(*draw), home)[1] for draw in request.draws]
+    """Two passes over the draws, one draw's outputs alive at a time (a KernelBench task's
+    output can take 6 GB, and there are four draws or more): the first measures each output's
+    mean and magnitude on every draw (the constant answer and the scaled tolerance need them
+    all), the second judges every answer on each draw at both tolerances."""
+    draws = len(request.draws)
+
+    def expected(d: int) -> list[torch.Tensor]:
+        return _reference._expected(request.draw(*request.draws[d]), home)[1]
+
+    means: list[list[float]] = []
+    magnitudes: list[list[float]] = []
+    for d in range(draws):
+        wants = expected(d)
+        means.append([_mean(w) for w in wants])
+        magnitudes.append([_rms(w) for w in wants])
+        del wants
+    judges: list[_OutputJudge] = []
     inputs = _Inputs(request, home)
-    outputs = []
-    for index in range(min(len(want) for want in expected)):
-        found = _output_rule(index, inputs, [want[index] for want in expected], request)
-        if found is not None:
-            outputs.append(found.to_json())
-    return {"outputs": outputs}
+    for d in range(draws):
+        wants = expected(d)
+        if d == 0:
+            count = min(len(m) for m in means)
+            judges = [
+                _OutputJudge(
+                    index,
+                    want,
+                    inputs[0],
+                    request,
+                    [m[index] for m in means],
+                    [m[index] for m in magnitudes],
+                    draws,
+                )
+                for index, want in enumerate(wants[:count])
+            ]
+        first = None
+        if d > 0 and any(j.needs_first() for j in judges):
+            first = expected(0)  # (the hard-coded answer: the first draw's outputs, again)
+        for judge in judges:
+            judge.judge(d, inputs[d], wants[judge.index], first)
+        del wants, first
+    found = [j.rule() for j in judges]
+    return {"outputs": [rule.to_json() for rule in found if rule is not None]}
 
 
 class _Inputs:
     """Each draw's inputs, drawn again when asked, the last draw's only kept: a task's inputs
-    may take gigabytes, and most answers fail on the first draw."""
+    may take gigabytes."""
 
     def __init__(self, request: TrivialRuleRequest, home: Path) -> None:
         self.request, self.home = request, home
         self._held: tuple[int, list[Any]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.request.draws)
 
     def __getitem__(self, d: int) -> list[Any]:
         if self._held is None or self._held[0] != d:
@@ -73,71 +105,91 @@ class _Inputs:
         return self._held[1]
 
 
-def _output_rule(
-    index: int, inputs: _Inputs, wants: list[torch.Tensor], request: TrivialRuleRequest
-) -> OutputRule | None:
-    atol, rtol = _compare.tolerance(
-        wants[0].dtype, request.atol, request.rtol, request.dtype_tolerances
-    )
-    answers = dict(_answers(inputs, wants))
-    passing = [
-        name for name, answer in answers.items() if _passes(answer, inputs, wants, atol, rtol)
-    ]
-    if not passing:
-        return None
-    magnitude = min(_rms(w) for w in wants)
-    scalable = wants[0].is_floating_point() or wants[0].is_complex()
-    scaled = atol * min(1.0, magnitude) if scalable else atol
-    still = [name for name in passing if _passes(answers[name], inputs, wants, scaled, rtol)]
-    return OutputRule(index, tuple(passing), atol, rtol, magnitude, scaled, tuple(still))
+class _OutputJudge:
+    """The trivial answers for one output, judged draw by draw at the job's tolerance and at the
+    tolerance scaled to the output's magnitude (``atol * min(1, rms)``, the least rms over the
+    draws); an answer passes at a tolerance when it passes on every draw it applies to, one
+    at least."""
+
+    def __init__(
+        self,
+        index: int,
+        want: torch.Tensor,
+        inputs: list[Any],
+        request: TrivialRuleRequest,
+        means: list[float],
+        magnitudes: list[float],
+        draws: int,
+    ) -> None:
+        self.index = index
+        self.atol, self.rtol = _compare.tolerance(
+            want.dtype, request.atol, request.rtol, request.dtype_tolerances
+        )
+        self.magnitude = min(magnitudes)
+        scalable = want.is_floating_point() or want.is_complex()
+        self.scaled = self.atol * min(1.0, self.magnitude) if scalable else self.atol
+        self.answers = dict(_answers(want, inputs, sum(means) / len(means), draws))
+        # per answer: [applied to a draw, passes at atol so far, passes at the scaled atol]
+        self.state = {name: [False, True, True] for name in self.answers}
+
+    def needs_first(self) -> bool:
+        state = self.state.get("hard_coded")
+        return state is not None and (state[1] or state[2])
+
+    def judge(
+        self, d: int, inputs: list[Any], want: torch.Tensor, first: list[torch.Tensor] | None
+    ) -> None:
+        for name, answer in self.answers.items():
+            state = self.state[name]
+            if not (state[1] or state[2]):
+                continue  # failed at both already
+            if name == "hard_coded":
+                got = first[self.index] if first is not None and d > 0 else None
+                got = got if got is not None and got.shape == want.shape else None
+            else:
+                got = answer(d, inputs, want)
+            if got is None:
+                continue
+            state[0] = True
+            for k, atol in ((1, self.atol), (2, self.scaled)):
+                if state[k] and not _compare.compare([got], [want], atol, self.rtol)[0]:
+                    state[k] = False
+
+    def rule(self) -> OutputRule | None:
+        passing = [name for name, (applied, ok, _) in self.state.items() if applied and ok]
+        if not passing:
+            return None
+        still = [name for name in passing if self.state[name][2]]
+        return OutputRule(self.index, tuple(passing), self.atol, self.rtol, self.magnitude,
+                          self.scaled, tuple(still))  # fmt: skip
 
 
-def _answers(inputs: _Inputs, wants: list[torch.Tensor]) -> Iterator[tuple[str, Answer]]:
-    """The trivial answers for an output whose expected values are ``wants`` (one per draw of
-    ``inputs``), by name."""
+def _answers(
+    want: torch.Tensor, inputs: list[Any], constant: float, draws: int
+) -> Iterator[tuple[str, Answer]]:
+    """The trivial answers for an output like ``want`` (the first draw's), whose draws' mean is
+    ``constant``, given the first draw's ``inputs``, by name."""
     yield "zeros", lambda d, xs, w: torch.zeros_like(w)
-    several = wants[0].numel() > 1  # a single element is not a constant answer
+    several = want.numel() > 1  # a single element is not a constant answer
     if several:
-        constant = sum(_mean(w) for w in wants) / len(wants)
         yield "constant", lambda d, xs, w: torch.full_like(w, _as(constant, w))
-        yield "inputs_mean", lambda d, xs, w: torch.full_like(w, _as(_inputs_mean(xs[d]), w))
-    same = [k for k, x in enumerate(inputs[0]) if _fits(x, wants[0])]
+        yield "inputs_mean", lambda d, xs, w: torch.full_like(w, _as(_inputs_mean(xs), w))
+    same = [k for k, x in enumerate(inputs) if _fits(x, want)]
     for k in same:
         yield f"input_{k}", _copy_of(k)
-    if len(same) > 1 and wants[0].is_floating_point():
+    if len(same) > 1 and want.is_floating_point():
 
-        def elementwise_mean(d: int, xs: _Inputs, w: torch.Tensor) -> torch.Tensor | None:
-            drawn = xs[d]
-            if not all(_fits(drawn[k], w) for k in same):
+        def elementwise_mean(d: int, xs: list[Any], w: torch.Tensor) -> torch.Tensor | None:
+            if not all(k < len(xs) and _fits(xs[k], w) for k in same):
                 return None
             total = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
             for k in same:
-                total += drawn[k].detach().reshape(w.shape).float()
+                total += xs[k].detach().reshape(w.shape).float()
             return (total / len(same)).to(w.dtype)
 
         yield "inputs_elementwise_mean", elementwise_mean
-    if len(wants) > 1:
-        first = wants[0]
-        yield "hard_coded", lambda d, xs, w: first if d > 0 and first.shape == w.shape else None
-
-
-def _passes(
-    answer: Answer,
-    inputs: _Inputs,
-    wants: list[torch.Tensor],
-    atol: float,
-    rtol: float,
-) -> bool:
-    """Whether ``answer`` passes on every draw it applies to (and applies to one at least)."""
-    judged = False
-    for d, want in enumerate(wants):
-        got = answer(d, inputs, want)
-        if got is None:
-            continue
-        if not _compare.compare([got], [want], atol, rtol)[0]:
-            return False
-        judged = True
-    return judged
+    if draws > 1:
+        yield "hard_coded", lambda d, xs, w: None  # (judged from the first draw's outputs)
 
 
 def _fits(x: Any, want: torch.Tensor) -> bool:
@@ -151,7 +203,7 @@ def _fits(x: Any, want: torch.Tensor) -> bool:
 
 def _copy_of(k: int) -> Answer:
     """The answer that returns input ``k`` (reshaped and cast to the output's shape and dtype)."""
-    return lambda d, xs, w: _copy(xs[d][k], w) if k < len(xs[d]) else None
+    return lambda d, xs, w: _copy(xs[k], w) if k < len(xs) else None
 
 
 def _copy(x: Any, want: torch.Tensor) -> torch.Tensor | None:
