@@ -145,7 +145,8 @@ def joined(
     dirs: Sequence[Path | None] = (None, None, None),
 ) -> tuple[list[dict], list[dict], list[dict] | None]:
     """The rows of the warm start, RL and the control (None: no control), each with the final
-    held-out rows of its evaluation-only run in ``also`` (``--also``: warm, RL[, control]).
+    held-out rows of its evaluation-only run in ``also`` (``--also``: warm, RL[, control]; a
+    control without one has no block for the sets they judged).
     Refused (ValueError): a task on both sides of a join (a set is judged in one place), and an
     evaluation-only run whose ``--init-from`` names another run than its side's (``dirs``: the
     warm, RL and control runs' directories where known; runs are matched by folder name, as a
@@ -154,9 +155,9 @@ def joined(
     assert warm is not None and rl is not None
     if not also:
         return warm, rl, control
-    if len(also) != (3 if control is not None else 2):
-        raise ValueError("--also names a run for the warm start and RL, and one for the control "
-                         "when there is a control")  # fmt: skip
+    if len(also) not in ((2, 3) if control is not None else (2,)):
+        raise ValueError("--also names a run for the warm start and RL, and may name one for "
+                         "the control when there is a control")  # fmt: skip
     out: list[list[dict]] = []
     for rows, extra_run, side in zip((warm, rl, control), also, dirs, strict=False):
         assert rows is not None

@@ -177,8 +177,12 @@ def test_a_set_judged_last_in_runs_of_its_own_joins_each_side(tmp_path):
     assert got["heldout_ops"] == without["heldout_ops"]
     assert "kernelbench_l1_subset" not in without
     # a control's run missing from --also, or the same tasks judged twice: refused
+    # without the control's own run, the set's block holds RL and the warm start only
+    two = _learning(tmp_path, rl, *args, "--also", str(also[0]), str(also[1]))
+    assert two["kernelbench_l1_subset"]["gain"] == l1["gain"]
+    assert "rl_over_control" not in two["kernelbench_l1_subset"]
     for bad, said in (
-        ([str(also[0]), str(also[1])], "one for the control"),
+        ([str(also[0])], "may name one for the control"),
         ([str(also[1]), str(also[0]), str(also[2])], "started from /tmp/learning-chain/rl, not"),
         ([str(also[0]), str(warm), str(also[2])], "tasks judged already: elu"),
     ):
