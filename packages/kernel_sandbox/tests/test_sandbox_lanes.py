@@ -821,3 +821,16 @@ def test_device_alone_travels_to_the_worker():
 )
 def test_only_candidate_workers_beside_other_lanes_are_capped(role, lanes, share):
     assert _gpu_share(role, lanes) == share
+
+
+@pytest.mark.gpu
+def test_more_devices_than_gpus_are_refused():
+    # Device K's workers would see GPU K % n: two devices' gates on one GPU, timings beside
+    # each other. More jobs at once on one GPU are lanes.
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    gpus = torch.cuda.device_count()
+    with pytest.raises(ValueError, match="each device is a GPU of its own"):
+        SandboxConfig(backend="cuda", workers=gpus + 1).resolved()
+    assert SandboxConfig(backend="cuda", workers=gpus).resolved().workers == gpus

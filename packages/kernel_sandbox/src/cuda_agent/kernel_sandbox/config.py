@@ -213,7 +213,15 @@ class SandboxConfig:
 
             if not torch.cuda.is_available():
                 raise ValueError("backend='cuda' but torch sees no CUDA GPU; use backend='cpu'")
-            workers = self.workers or torch.cuda.device_count()
+            visible = torch.cuda.device_count()
+            if self.workers > visible and not self.ray_address:
+                # (device K's workers see GPU K % visible: two devices' timing gates, one GPU)
+                raise ValueError(
+                    f"workers={self.workers} devices but torch sees {visible} GPU(s): each "
+                    "device is a GPU of its own (timing is alone on its GPU); use lanes_per_gpu "
+                    "for more jobs at once on one"
+                )
+            workers = self.workers or visible
             lanes: int = (
                 auto_lanes(os.cpu_count() or 2, _host_memory(), _gpu_memory(), workers)
                 if self.lanes_per_gpu == "auto"
