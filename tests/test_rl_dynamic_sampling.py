@@ -1,11 +1,18 @@
 """What the RL stages leave out of an update: groups whose turn rewards are all equal (DAPO's
-dynamic sampling), and episodes with a turn the sandbox could not judge (``unjudged``)."""
+dynamic sampling), and episodes with a turn the sandbox could not judge (``unjudged``); and the
+curriculum that takes tasks whose groups carried a signal more often (``--curriculum signal``)."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from cuda_agent.agent import Episode, Turn
 from cuda_agent.kernel_sandbox import EvalResult
-from cuda_agent.runner.stages.rl import informative, judged
+from cuda_agent.rl_core import signal_weights
+from cuda_agent.runner.stages.rl import informative, judged, signal_history, with_signal
+from cuda_agent.runner.stages.rollouts import pick_indices
 
 
 def _episode(group: int, *rewards: float, statuses: tuple[str, ...] = ()) -> Episode:
@@ -54,3 +61,51 @@ def test_episodes_with_an_unjudged_turn_are_left_out_and_groups_renumbered():
         ("task1", 0, [-1.0, 1.0]), ("task1", 0, [2.0]), ("task2", 1, [-1.0]),
     ]  # fmt: skip
     assert judged([]) == ([], 0)
+
+
+# ------------------------------------------------------------------------- the curriculum
+def test_the_tasks_whose_group_carried_a_signal_are_named_in_the_steps_order():
+    episodes = [
+        _episode(0, -1.0, -1.0), _episode(0, -1.0),
+        _episode(1, -1.0, 0.5), _episode(1, -1.0, -1.0),
+        _episode(2, 1.0), _episode(2, 2.0),
+    ]  # fmt: skip
+    assert with_signal(episodes, ["task2", "task0", "task1"]) == ["task2", "task1"]
+    assert with_signal([], ["task0"]) == []
+
+
+def test_a_uniform_pick_is_the_seeded_draw_it_always_was():
+    import random
+
+    for key in ("0/rl/0", "3/rl_warmup/17"):
+        assert pick_indices(47, 4, key) == random.Random(key).sample(range(47), 4)
+
+
+def test_the_signal_curriculum_takes_tasks_whose_groups_differed_more_often():
+    # task 0: its last groups all alike; 1: never tried; 2: its last groups all differed
+    histories = [[False] * 6, [], [True] * 6]
+    counts = [0, 0, 0]
+    for step in range(3000):
+        for i in pick_indices(3, 1, f"0/rl/{step}", histories):
+            counts[i] += 1
+    weights = signal_weights(histories)
+    assert counts[0] < counts[1] < counts[2]
+    for c, w in zip(counts, weights, strict=True):
+        assert c / 3000 == pytest.approx(w / sum(weights), abs=0.03)
+    # the same key, the same pick (a resumed run); every task distinct
+    picked = pick_indices(3, 2, "0/rl/5", histories)
+    assert picked == pick_indices(3, 2, "0/rl/5", histories) and len(set(picked)) == 2
+
+
+def test_the_history_is_read_back_from_the_runs_committed_steps(tmp_path):
+    records = [
+        {"stage": "rl_warmup", "step": 0, "tasks": ["a"], "informative_tasks": ["a"]},
+        {"stage": "rl", "step": 0, "tasks": ["a", "b"], "informative_tasks": ["b"]},
+        {"stage": "rl", "step": 1, "tasks": ["b", "c"], "informative_tasks": []},
+        {"stage": "rl", "step": 2, "tasks": ["a"]},  # a run from before the field: not counted
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert signal_history(path, "rl") == {"a": [False], "b": [True, False], "c": [False]}
+    assert signal_history(path, "rl_warmup") == {"a": [True]}
+    assert signal_history(tmp_path / "none.jsonl", "rl") == {}

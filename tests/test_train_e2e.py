@@ -135,12 +135,15 @@ def test_train_runs_every_stage_and_writes_outputs(
 ):
     run = tmp_path / "run"
     write_rewarded_episodes(run)
-    proc = _train(*_args(run, tiny_model_dir, short_tasks, heldout_tasks))
+    proc = _train(*_args(run, tiny_model_dir, short_tasks, heldout_tasks, "--curriculum", "signal"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = _records(run)
     assert [r["stage"] for r in records] == STAGES
     rl = [r for r in records if r["stage"] == "rl"]
     assert all(len(r["tasks"]) == 2 and -1.0 <= r["mean_reward"] <= 3.0 for r in rl)
+    # each step says which of its tasks' groups carried a signal (the curriculum's history)
+    steps = [r for r in records if r["stage"] in ("rl", "rl_warmup")]
+    assert all(set(r["informative_tasks"]) <= set(r["tasks"]) for r in steps)
     assert all(r["kl"] > 0 for r in rl), "the KL to the base model after the warm start"
     for key in (
         "entropy",

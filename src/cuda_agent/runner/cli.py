@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
             "0.01 samples one answer per prompt, which leaves RL nothing to choose between",
             "share_verdicts": "identical answers to one task in one evaluation call get one "
             "verdict (one program, judged once; false: each judged, as before 2026-12-05)",
+            "curriculum": "which training tasks an RL step takes: uniform (a seeded draw) or "
+            "signal (weighted by the chance their next group's rewards differ, Laplace's rule over "
+            "their last 4 groups: tasks whose groups all scored alike are taken less)",
             "quiet_timing": "the policy samples apart from the sandbox's timings on its "
             "device: no candidate or baseline is timed beside the sampling (false: timings may "
             "share the GPU with it, as before 2026-12-05: faster, noisier speedups)",

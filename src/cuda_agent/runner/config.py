@@ -207,6 +207,10 @@ class TrainConfig:
     # and fast alike, one milestone value each, so dynamic sampling drops them (3 of 4 on the
     # H100, 2026-12-05); correct answers of different speed differ under log_speedup.
     rl_reward: Literal["milestone", "log_speedup"] = "milestone"
+    # which training tasks an RL step takes: "uniform" (a seeded draw) or "signal" (weighted by
+    # the chance their next group carries a signal, from their last groups: rl_core's
+    # signal_weights; late in a run most groups of settled tasks are uniform and teach nothing)
+    curriculum: Literal["uniform", "signal"] = "uniform"
     # The RL update's defaults are its typed configuration's (update_config.py), read from there.
     advantage: AdvantageKind = GroupAdvantage.kind  # the group kinds, or gae (with the critic)
     # credit across turns of the group advantages (Kevin's 0.4)

@@ -13,8 +13,10 @@ episodes (``collect_split``); the record is the whole step's (``distributed``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -41,9 +43,15 @@ def run(ctx: Run, stage: str) -> None:
         critic_optimizer = ctx.optimizer(
             f"{stage}-critic", settings.advantage.critic_lr, critic=True
         )
+    # each task's past groups of this stage, True where their rewards differed (the records'
+    # "informative_tasks"): the curriculum's history, read back on a resumed run
+    signal = None
+    if config.curriculum == "signal":  # (rank 0 reads the run's metrics; every process gets it)
+        found = signal_history(ctx.run_dir / "metrics.jsonl", stage) if D.is_main() else None
+        signal = D.broadcast(found)
     for step in ctx.steps(stage, steps):
         started = time.perf_counter()
-        tasks = pick_tasks(ctx, stage, step, config.tasks_per_step)
+        tasks = pick_tasks(ctx, stage, step, config.tasks_per_step, signal)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
         memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
         decoding = ctx.policy.decode_stats()
@@ -54,6 +62,11 @@ def run(ctx: Run, stage: str) -> None:
         decoding = decode_delta(decoding, ctx.policy.decode_stats())
         episodes = rollouts.mine.episodes
         record = {"tasks": [t.name for t in tasks], **episode_stats(rollouts.episodes)}
+        informative_tasks = with_signal(rollouts.episodes, [t.name for t in tasks])
+        record["informative_tasks"] = informative_tasks
+        if signal is not None:
+            for task in tasks:
+                signal.setdefault(task.name, []).append(task.name in informative_tasks)
         record["policy_gpu_bytes"] = memory  # what the trainer held during the rollouts
         episodes, unjudged = judged(episodes)
         record["unjudged_episodes"] = sum(D.gather(unjudged))
@@ -120,6 +133,35 @@ def judged(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
     and how many were left out. A group keeps its judged members."""
     kept = [e for e in episodes if not e.unjudged]
     return _renumbered(kept), len(episodes) - len(kept)
+
+
+def with_signal(episodes: Sequence[Episode], tasks: Sequence[str]) -> list[str]:
+    """The names among ``tasks`` whose group's turn rewards were not all equal (every
+    episode of the step, judged or not: whether the task's group could teach anything)."""
+    groups: dict[int, list[Episode]] = {}
+    for episode in episodes:
+        groups.setdefault(episode.group, []).append(episode)
+    found = set()
+    for members in groups.values():
+        rewards = [r for e in members for r in e.rewards]
+        if rewards and max(rewards) > min(rewards):
+            found.add(members[0].task)
+    return [name for name in tasks if name in found]
+
+
+def signal_history(metrics: Path, stage: str) -> dict[str, list[bool]]:
+    """Each training task's groups in ``stage``'s steps recorded in ``metrics``
+    (``metrics.jsonl``, cut back to the committed steps on resume), in order, True where the
+    group carried a signal (the records' ``informative_tasks``)."""
+    history: dict[str, list[bool]] = {}
+    lines = metrics.read_text().splitlines() if metrics.exists() else []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("stage") != stage or "informative_tasks" not in record:
+            continue
+        for name in record.get("tasks", []):
+            history.setdefault(name, []).append(name in record["informative_tasks"])
+    return history
 
 
 def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -30,16 +30,39 @@ from cuda_agent.reward import (
     milestone_reward,
     pass_rate,
 )
+from cuda_agent.rl_core import signal_weights, weighted_pick
 
 from .. import distributed as D
 from ..context import Run
 
 
-def pick_tasks(ctx: Run, stage: str, step: int, count: int) -> list[Task]:
-    """``count`` training tasks for ``step`` of ``stage``, the same on a resumed run."""
-    rng = random.Random(f"{ctx.config.seed}/{stage}/{step}")
+def pick_tasks(
+    ctx: Run,
+    stage: str,
+    step: int,
+    count: int,
+    signal: Mapping[str, Sequence[bool]] | None = None,
+) -> list[Task]:
+    """``count`` training tasks for ``step`` of ``stage``, the same on a resumed run: a seeded
+    uniform draw, or with ``signal`` (each task's past groups, True where their rewards
+    differed: ``TrainConfig.curriculum = "signal"``) a seeded draw weighted by
+    ``rl_core.signal_weights``."""
     tasks = ctx.train_tasks
-    return [tasks[i] for i in rng.sample(range(len(tasks)), min(count, len(tasks)))]
+    histories = None if signal is None else [signal.get(t.name, ()) for t in tasks]
+    chosen = pick_indices(len(tasks), count, f"{ctx.config.seed}/{stage}/{step}", histories)
+    return [tasks[i] for i in chosen]
+
+
+def pick_indices(
+    total: int, count: int, key: str, histories: Sequence[Sequence[bool]] | None = None
+) -> list[int]:
+    """``pick_tasks``' draw: ``count`` of ``total`` indices from a generator seeded by ``key``,
+    uniform, or weighted by ``rl_core.signal_weights(histories)``."""
+    rng = random.Random(key)
+    if histories is None:
+        return rng.sample(range(total), min(count, total))
+    uniforms = [1.0 - rng.random() for _ in range(total)]  # in (0, 1]
+    return weighted_pick(signal_weights(histories), uniforms, count)
 
 
 # A malformed answer's reward under log_speedup: its failure value (a failed evaluation's)

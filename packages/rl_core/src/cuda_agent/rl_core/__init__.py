@@ -28,6 +28,7 @@ from cuda_agent.rl_core._credit import (
     turn_index_from_loss_mask,
     turn_rewards_at_turn_ends,
 )
+from cuda_agent.rl_core._curriculum import signal_weights, weighted_pick
 from cuda_agent.rl_core._diagnostics import (
     approx_kl,
     approx_kl_k3,
@@ -84,9 +85,11 @@ __all__ = [
     "ppo_clipped_policy_loss",
     "scheduled_lr",
     "sequence_kl",
+    "signal_weights",
     "spread_turns_to_tokens",
     "truncated_importance_weights",
     "turn_index_from_loss_mask",
     "turn_rewards_at_turn_ends",
     "value_loss",
+    "weighted_pick",
 ]
