@@ -53,10 +53,16 @@ def run(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
 
 def set_parts(ctx: Run, name: str, tasks: Sequence[Task]) -> list[tuple[str, list[str]]]:
     """The evaluation's parts: the held-out evaluations' tasks by the named set they come from
-    (``--eval-tasks a+b``: ``a``'s, then ``b``'s), other evaluations' as one part."""
-    if not name.startswith("heldout"):
+    (``--eval-tasks a+b``: ``a``'s, then ``b``'s), other evaluations' as one part. Where no
+    deadline stops the invocation and every set has the same samples, one part of all: a
+    chunk a set cannot stop anything then, and one batch of every task decodes faster (on the
+    CPU a 12-row step costs 178 ms against 130 ms for 4 rows: the default run's two sets of 6
+    as two chunks took 184 s an evaluation, as one about 126 s)."""
+    config = ctx.config
+    one = ctx.deadline is None and not config.eval_batch and not config.eval_set_samples
+    if not name.startswith("heldout") or one:
         return [("", [t.name for t in tasks])]
-    return labelled_parts(ctx.config.eval_tasks, tasks, ctx.config.kernelbench)
+    return labelled_parts(config.eval_tasks, tasks, config.kernelbench)
 
 
 def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
