@@ -138,14 +138,7 @@ def judged(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
 def with_signal(episodes: Sequence[Episode], tasks: Sequence[str]) -> list[str]:
     """The names among ``tasks`` whose group's turn rewards were not all equal (every
     episode of the step, judged or not: whether the task's group could teach anything)."""
-    groups: dict[int, list[Episode]] = {}
-    for episode in episodes:
-        groups.setdefault(episode.group, []).append(episode)
-    found = set()
-    for members in groups.values():
-        rewards = [r for e in members for r in e.rewards]
-        if rewards and max(rewards) > min(rewards):
-            found.add(members[0].task)
+    found = {members[0].task for members, signal in _groups(episodes) if signal}
     return [name for name in tasks if name in found]
 
 
@@ -165,19 +158,27 @@ def signal_history(metrics: Path, stage: str) -> dict[str, list[bool]]:
 
 
 def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
-    """The episodes of the groups whose turn rewards are not all equal
-    (``rl_core.informative_groups`` over each group's turn rewards), their groups numbered
-    from 0 again as ``collate`` wants them, and the number of groups dropped."""
+    """The episodes of the groups whose turn rewards are not all equal (``_groups``), their
+    groups numbered from 0 again as ``collate`` wants them, and the number of groups dropped."""
+    groups = _groups(episodes)
+    kept = [members for members, signal in groups if signal]
+    return _renumbered([e for members in kept for e in members]), len(groups) - len(kept)
+
+
+def _groups(episodes: Sequence[Episode]) -> list[tuple[list[Episode], bool]]:
+    """Each group's episodes, in order of first appearance, and whether its turn rewards are
+    not all equal (``rl_core.informative_groups``; a group without a reward: equal)."""
     groups: dict[int, list[Episode]] = {}
     for episode in episodes:
         groups.setdefault(episode.group, []).append(episode)
     rewards = [[r for e in members for r in e.rewards] or [0.0] for members in groups.values()]
-    width = max((len(r) for r in rewards), default=1)
+    if not rewards:
+        return []
+    width = max(len(r) for r in rewards)
     # padded with each group's first reward, which moves neither its max nor its min
     padded = torch.tensor([r + [r[0]] * (width - len(r)) for r in rewards], dtype=torch.float64)
-    keep = informative_groups(padded).tolist() if rewards else []
-    kept = [members for members, k in zip(groups.values(), keep, strict=True) if k]
-    return _renumbered([e for members in kept for e in members]), len(groups) - len(kept)
+    keep = informative_groups(padded).tolist()
+    return list(zip(groups.values(), keep, strict=True))
 
 
 def _renumbered(episodes: Sequence[Episode]) -> list[Episode]:
