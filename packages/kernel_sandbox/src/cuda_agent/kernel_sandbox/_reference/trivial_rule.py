@@ -128,9 +128,12 @@ class _OutputJudge:
         self.magnitude = min(magnitudes)
         scalable = want.is_floating_point() or want.is_complex()
         self.scaled = self.atol * min(1.0, self.magnitude) if scalable else self.atol
-        self.answers = dict(_answers(want, inputs, sum(means) / len(means), draws))
-        # per answer: [applied to a draw, passes at atol so far, passes at the scaled atol]
-        self.state = {name: [False, True, True] for name in self.answers}
+        self.answers = dict(_answers(want, inputs, sum(means) / len(means)))
+        # per answer: [applied to a draw, passes at atol so far, passes at the scaled atol];
+        # "hard_coded" (the first draw's output returned for the others) is judged from the
+        # first draw's outputs, which ``judge`` is given
+        names = [*self.answers, *(["hard_coded"] if draws > 1 else [])]
+        self.state = {name: [False, True, True] for name in names}
 
     def needs_first(self) -> bool:
         state = self.state.get("hard_coded")
@@ -139,15 +142,14 @@ class _OutputJudge:
     def judge(
         self, d: int, inputs: list[Any], want: torch.Tensor, first: list[torch.Tensor] | None
     ) -> None:
-        for name, answer in self.answers.items():
-            state = self.state[name]
+        for name, state in self.state.items():
             if not (state[1] or state[2]):
                 continue  # failed at both already
             if name == "hard_coded":
                 got = first[self.index] if first is not None and d > 0 else None
                 got = got if got is not None and got.shape == want.shape else None
             else:
-                got = answer(d, inputs, want)
+                got = self.answers[name](d, inputs, want)
             if got is None:
                 continue
             state[0] = True
@@ -165,10 +167,11 @@ class _OutputJudge:
 
 
 def _answers(
-    want: torch.Tensor, inputs: list[Any], constant: float, draws: int
+    want: torch.Tensor, inputs: list[Any], constant: float
 ) -> Iterator[tuple[str, Answer]]:
     """The trivial answers for an output like ``want`` (the first draw's), whose draws' mean is
-    ``constant``, given the first draw's ``inputs``, by name."""
+    ``constant``, given the first draw's ``inputs``, by name (all but the hard-coded one:
+    ``_OutputJudge.judge``)."""
     yield "zeros", lambda d, xs, w: torch.zeros_like(w)
     several = want.numel() > 1  # a single element is not a constant answer
     if several:
@@ -188,8 +191,6 @@ def _answers(
             return (total / len(same)).to(w.dtype)
 
         yield "inputs_elementwise_mean", elementwise_mean
-    if draws > 1:
-        yield "hard_coded", lambda d, xs, w: None  # (judged from the first draw's outputs)
 
 
 def _fits(x: Any, want: torch.Tensor) -> bool:
