@@ -10,6 +10,7 @@ verdicts the one-lane pool gives them, and their neighbours stay ``ok``.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 import tomllib
@@ -485,6 +486,45 @@ def test_a_baseline_that_cannot_be_measured_says_why(tmp_path, monkeypatch):
     assert [s.status for s in statuses] == ["failed", "measured"]
     assert statuses[0].message == "ValueError: this reference is broken"
     assert statuses[1].message == ""
+
+
+@pytest.mark.slow
+def test_a_baseline_out_of_memory_beside_other_lanes_is_measured_again_alone(tmp_path, monkeypatch):
+    """On the H200 (2026-12-05) eight KernelBench level-1 baselines measured at once ran two of
+    them out of memory: a first-time task's footprint is unknown, so admission could not keep
+    them apart. Such a baseline is measured again with the device alone; with one lane there is
+    no one else's memory to blame, and it stays failed."""
+    from cuda_agent.kernel_sandbox import load_task
+
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    once = (
+        "import os, pathlib\n"
+        "MARK = pathlib.Path(os.environ['CUDA_AGENT_CACHE']) / 'reference-out-of-memory-once'\n"
+    )
+    source = once + TASKS["relu"].source.replace(
+        "return torch.relu(x)",
+        "if not MARK.exists():\n"
+        "            MARK.write_text('1')\n"
+        "            raise RuntimeError('CUDA out of memory. Tried to allocate 6.00 GiB')\n"
+        "        return torch.relu(x)",
+    )
+    assert "Tried to allocate" in source
+    (tmp_path / "big.py").write_text(source)
+    big = load_task(tmp_path / "big.py")
+    config = _lanes_config(lanes_per_gpu=2, time_compile=True, repeats=5)
+    with Sandbox(config) as sandbox:
+        statuses = sandbox.measure_baselines([big, TASKS["add_mul"]])
+        stats = sandbox.gate_stats()
+    assert [s.status for s in statuses] == ["measured", "measured"], statuses
+    assert statuses[0].message.startswith("measured alone, after running out of memory")
+    assert "Tried to allocate 6.00 GiB" in statuses[0].message
+    assert statuses[1].message == ""
+    assert stats[0]["timings"] >= 2
+    (tmp_path / "reference-out-of-memory-once").unlink()
+    shutil.rmtree(tmp_path / "baselines")
+    with Sandbox(_lanes_config(lanes_per_gpu=1, time_compile=True, repeats=5)) as one:
+        (alone,) = one.measure_baselines([big])
+    assert alone.status == "failed" and "out of memory" in alone.message
 
 
 def test_a_baseline_report_carries_what_it_needed_on_the_gpu():

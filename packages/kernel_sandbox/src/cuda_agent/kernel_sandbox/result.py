@@ -164,7 +164,10 @@ def with_wall_time(result: EvalResult, seconds: float) -> EvalResult:
 
 def out_of_memory(result: EvalResult) -> bool:
     """A verdict that may be the neighbours' doing: the job ran out of (GPU) memory."""
-    text = result.message.lower()
-    return result.status in ("runtime_error", "unjudged") and (
-        "out of memory" in text or "do not fit in gpu memory" in text
-    )
+    return result.status in ("runtime_error", "unjudged") and says_out_of_memory(result.message)
+
+
+def says_out_of_memory(message: str) -> bool:
+    """Whether an error message is a device running out of memory."""
+    text = message.lower()
+    return "out of memory" in text or "do not fit in gpu memory" in text

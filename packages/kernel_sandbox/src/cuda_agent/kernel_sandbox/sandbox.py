@@ -30,7 +30,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any, ClassVar
 
-from ._parent.baselines import BaselineCache, BaselineStatus
+from ._parent.baselines import BaselineCache, BaselineStatus, measure_ahead
 from ._parent.broker import Broker, compose
 from ._parent.compilers import cuda_arch, needs_build, prepare_extensions
 from ._parent.gate import LaneHold, TimingGate, guest_gate
@@ -327,7 +327,7 @@ class Sandbox:
                 job = plan_job(task, "", cfg, None, "normal", True)
                 lane = self._lanes.take(task.digest)
                 try:
-                    status, found = self._baselines.ahead(job, lane.reference)
+                    status, found = measure_ahead(self._baselines, job, lane, self._lanes)
                     self._learn(task, lane, found)
                 finally:
                     self._lanes.put(lane)

@@ -10,12 +10,16 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 from .._shared.compile import cache_dir
 from .._shared.protocol import BaselineReport, BaselineRequest, Job
+from ..result import says_out_of_memory
 from .pool import Worker, WorkerDied
+
+if TYPE_CHECKING:
+    from .lanes import Lane, LanePool
 
 
 class BaselineCache:
@@ -142,3 +146,25 @@ class BaselineStatus:
     status: Literal["kept", "measured", "failed", "off"]
     seconds: float = 0.0
     message: str = ""
+
+
+def measure_ahead(
+    baselines: BaselineCache, job: Job, lane: Lane, lanes: LanePool
+) -> tuple[BaselineStatus, BaselineReport | None]:
+    """``BaselineCache.ahead`` on ``lane``, measured once more with the device alone when it
+    ran out of memory on a device it shares with other lanes (as an evaluation's job is,
+    ``Sandbox._evaluate``): the other lanes' jobs finished, the reference worker
+    started afresh (whatever its failed measurement held given back), the gate held throughout.
+    A first-time task's footprint is unknown, so admission cannot keep such jobs apart: on the
+    H200 (2026-12-05) eight KernelBench level-1 baselines measured at once, 6 GiB inputs each,
+    and two ran out of memory beside the others. The status then says it was measured alone."""
+    status, found = baselines.ahead(job, lane.reference)
+    shared = sum(other.device == lane.device for other in lanes.lanes) > 1
+    if not (shared and status.status == "failed" and says_out_of_memory(status.message)):
+        return status, found
+    with lanes.exclusive(lane), lane.hold.alone():
+        lane.reference.kill()
+        again, found = baselines.ahead(job, lane.reference)
+    first = status.message.strip().splitlines()[0][:300] if status.message else ""
+    said = f"measured alone, after running out of memory beside other lanes: {first}"
+    return replace(again, message=f"{said}; {again.message}" if again.message else said), found
