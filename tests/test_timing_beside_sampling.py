@@ -7,10 +7,13 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_each_mode_times_the_tasks_against_themselves_while_the_sampler_samples(tmp_path):
+@pytest.mark.parametrize("sampler", ["static", "generate"])
+def test_each_mode_times_the_tasks_against_themselves_while_the_sampler_samples(tmp_path, sampler):
     spec = importlib.util.spec_from_file_location(
         "timing_beside_sampling", ROOT / "benchmarks" / "gpu" / "timing_beside_sampling.py"
     )
@@ -19,7 +22,7 @@ def test_each_mode_times_the_tasks_against_themselves_while_the_sampler_samples(
     spec.loader.exec_module(module)
     out = tmp_path / "out.json"
     args = ["--backend", "cpu", "--shape", "tiny", "--limit", "2", "--batch", "2",
-            "--new-tokens", "8", "--modes", "idle,beside,held"]  # fmt: skip
+            "--new-tokens", "8", "--modes", "idle,beside,held", "--sampler", sampler]  # fmt: skip
     assert module.main([str(out), *args]) == 0
     report = json.loads(out.read_text())
     assert report["tasks"] == 2 and report["torch"] and "command" in report
@@ -27,5 +30,8 @@ def test_each_mode_times_the_tasks_against_themselves_while_the_sampler_samples(
         got = report[mode]
         assert got["n"] == 2 and [r["status"] for r in got["rows"]] == ["ok", "ok"]
         assert 0 <= got["within_1pct"] <= got["within_3pct"] <= 2
-    assert report["idle"]["sampling_calls"] == 0
+    assert report["idle"]["sampling_calls"] == 0 and report["idle"]["sampling_call_s"] is None
+    assert report["sampler"] == sampler
     assert report["beside"]["sampling_calls"] > 0 and report["held"]["sampling_calls"] > 0
+    for mode in ("beside", "held"):
+        assert report[mode]["sampling_call_s"] > 0
