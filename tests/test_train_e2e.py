@@ -168,6 +168,8 @@ def test_train_runs_every_stage_and_writes_outputs(
     heldout = [r for r in records if r["stage"].startswith("heldout")]
     assert all(sorted(r["tasks"]) == sorted(HELDOUT_TASKS) for r in heldout)
     assert all(0.0 <= r["pass_rate"] <= 1.0 and "fast_p" in r for r in heldout)
+    # what each evaluation's sampling spent compiling new shapes (none on the CPU)
+    assert all(r["decode_calls"] >= 1 and "decode_first_step_seconds" in r for r in heldout)
     # The answer budget was derived from the warm start's answers (byte tokens: one per byte)
     # and recorded in the resolved config.
     config = json.loads((run / "config.json").read_text())

@@ -29,7 +29,7 @@ from ..checkpoint import write_text_atomic
 from ..context import Run
 from ..eval.evaluate import CONFIG_FILE, ROWS_FILE, evaluate_tasks, micro_batches, read_rows
 from ..task_sets import labelled_parts
-from .rollouts import evaluations_per_min
+from .rollouts import decode_delta, evaluations_per_min
 
 KEYS = (
     "pass_rate",
@@ -90,6 +90,7 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     out = ctx.run_dir / "eval" / name
     result: dict[str, Any] | None = None
     memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
+    decoding = ctx.policy.decode_stats()
     if D.world_size() == 1:
         # each chunk in one call: one generate (or one per micro-batch, taking turns with
         # the sandbox), then the verdicts
@@ -132,6 +133,9 @@ def _evaluate(ctx: Run, name: str, tasks: Sequence[Task]) -> dict[str, Any]:
     statuses = [row.get("status", "") for row in result["per_task"]]
     summary["statuses"] = {k: statuses.count(k) for k in sorted(set(statuses))}
     summary["policy_gpu_bytes"] = memory  # what the trainer held on its device meanwhile
+    # the sampling's compiling: a fresh process's first evaluation compiles the decoding step
+    # (on the H200, 2026-12-05, most of a warm start's 104 s of sampling 24 answers)
+    summary.update(decode_delta(decoding, ctx.policy.decode_stats()))
     summary["per_task_reward"] = {row["task"]: row.get("best_reward") for row in result["per_task"]}
     # where this invocation's evaluation time went (the rows resumed from disk took none)
     spent = result.get("seconds", {})
