@@ -109,3 +109,25 @@ def test_the_history_is_read_back_from_the_runs_committed_steps(tmp_path):
     assert signal_history(path, "rl") == {"a": [False], "b": [True, False], "c": [False]}
     assert signal_history(path, "rl_warmup") == {"a": [True]}
     assert signal_history(tmp_path / "none.jsonl", "rl") == {}
+
+
+def test_a_step_record_says_why_a_task_went_unjudged():
+    from dataclasses import replace
+
+    from cuda_agent.runner.stages.rollouts import episode_stats, unjudged_reasons
+
+    failed = EvalResult(
+        status="unjudged",
+        message="the reference failed its check 2: CUDA out of memory\nTraceback ...",
+        extra={"judged_again": "the reference failed alone too: CUDA out of memory"},
+    )
+    first = _episode(0, 0.0, statuses=("unjudged",))
+    first = replace(first, turns=(replace(first.turns[0], result=failed),))
+    episodes = [first, _episode(0, 0.0, statuses=("unjudged",)), _episode(1, 1.0, statuses=("ok",))]
+    reasons = unjudged_reasons(episodes)
+    assert reasons == {
+        "task0": "the reference failed its check 2: CUDA out of memory "
+        "(the reference failed alone too: CUDA out of memory)"
+    }
+    assert episode_stats(episodes)["unjudged_reasons"] == reasons
+    assert unjudged_reasons([_episode(1, 1.0, statuses=("ok",))]) == {}

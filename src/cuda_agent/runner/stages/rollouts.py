@@ -221,7 +221,26 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
         # the share of judged answers that were not a copy of another answer to the same task
         # in the same turn (1: every sample its own program; 1/group size: a collapsed policy)
         "distinct_answers": distinct_answers(turns),
+        "unjudged_reasons": unjudged_reasons(episodes),
     }
+
+
+def unjudged_reasons(episodes: Sequence[Episode]) -> dict[str, str]:
+    """Per task with an ``unjudged`` verdict (the sandbox could not judge it: the reference
+    failed, or the task was refused), the first line of the first such verdict's message and
+    how it was judged again, where it was. (On the H100, 2026-12-05, every answer to
+    ``syn_00109_amax_tanh`` was unjudged in the 4 of 38 RL steps that took it, and the step
+    records did not say why.)"""
+    out: dict[str, str] = {}
+    for e in episodes:
+        for t in e.turns:
+            r = t.result
+            if r is None or r.status != "unjudged" or e.task in out:
+                continue
+            line = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
+            again = r.extra.get("judged_again")
+            out[e.task] = f"{line} ({again})" if again else line
+    return out
 
 
 def distinct_answers(turns: Sequence[Turn]) -> float | None:
