@@ -4,6 +4,7 @@ curriculum that takes tasks whose groups carried a signal more often (``--curric
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -131,3 +132,49 @@ def test_a_step_record_says_why_a_task_went_unjudged():
     }
     assert episode_stats(episodes)["unjudged_reasons"] == reasons
     assert unjudged_reasons([_episode(1, 1.0, statuses=("ok",))]) == {}
+
+
+def _unjudged(task: str, group: int, **extra: object) -> Episode:
+    from dataclasses import replace
+
+    episode = _episode(group, 0.0, statuses=("unjudged",))
+    result = EvalResult(status="unjudged", message="the reference failed", extra=dict(extra))
+    return replace(episode, task=task, turns=(replace(episode.turns[0], result=result),))
+
+
+def test_a_task_the_sandbox_cannot_judge_is_found_and_left_out_of_later_draws(tmp_path):
+    from types import SimpleNamespace
+
+    from cuda_agent.runner.stages.rl import unjudgeable, unjudgeable_history
+    from cuda_agent.runner.stages.rollouts import pick_tasks
+
+    alone = "the reference failed alone too: CUDA out of memory"
+    episodes = [
+        _unjudged("refused", 0, task_refused=True), _unjudged("refused", 0, task_refused=True),
+        _unjudged("too_big", 1, judged_again=alone), _unjudged("too_big", 1, judged_again=alone),
+        # the reference failed beside the candidate only once: the answer's turn, not the task
+        _unjudged("flaky", 2, judged_again=alone), _unjudged("flaky", 2),
+        _unjudged("mixed", 3, task_refused=True), _episode(3, 1.0, statuses=("ok",)),
+    ]  # fmt: skip
+    episodes[-1] = dataclasses.replace(episodes[-1], task="mixed")
+    assert unjudgeable(episodes) == ["refused", "too_big"]
+    assert unjudgeable([_episode(0, 1.0, statuses=("ok",))]) == []
+
+    metrics = tmp_path / "metrics.jsonl"
+    assert unjudgeable_history(metrics) == set()
+    records = [{"stage": "rl_warmup", "step": 0, "unjudgeable_tasks": ["refused"]},
+               {"stage": "rl", "step": 0, "unjudgeable_tasks": []},
+               {"stage": "rl", "step": 1, "unjudgeable_tasks": ["too_big"]},
+               {"stage": "baselines"}]  # fmt: skip
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    gone = unjudgeable_history(metrics)
+    assert gone == {"refused", "too_big"}  # from every RL stage: the warm-up's count for RL
+
+    names = ["refused", "too_big", "a", "b", "c"]
+    ctx = SimpleNamespace(train_tasks=[SimpleNamespace(name=n) for n in names],
+                          config=SimpleNamespace(seed=0))  # fmt: skip
+    for step in range(20):
+        picked = [t.name for t in pick_tasks(ctx, "rl", step, 3, exclude=gone)]  # type: ignore[arg-type]
+        assert sorted(picked) == ["a", "b", "c"]
+    with pytest.raises(RuntimeError, match="no training task is left"):
+        pick_tasks(ctx, "rl", 0, 3, exclude=set(names))  # type: ignore[arg-type]

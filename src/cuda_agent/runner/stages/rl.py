@@ -49,9 +49,12 @@ def run(ctx: Run, stage: str) -> None:
     if config.curriculum == "signal":  # (rank 0 reads the run's metrics; every process gets it)
         found = signal_history(ctx.run_dir / "metrics.jsonl", stage) if D.is_main() else None
         signal = D.broadcast(found)
+    # tasks the sandbox cannot judge (``unjudgeable``), found by this run's earlier RL steps
+    # and left out of the draws from then on
+    gone = D.broadcast(unjudgeable_history(ctx.run_dir / "metrics.jsonl") if D.is_main() else set())
     for step in ctx.steps(stage, steps):
         started = time.perf_counter()
-        tasks = pick_tasks(ctx, stage, step, config.tasks_per_step, signal)
+        tasks = pick_tasks(ctx, stage, step, config.tasks_per_step, signal, exclude=gone)
         seed = config.seed * 100_003 + step + (50_000 if warmup else 0)
         memory = ctx.policy.release_memory()  # the sandbox's workers share the GPU
         decoding = ctx.policy.decode_stats()
@@ -70,6 +73,11 @@ def run(ctx: Run, stage: str) -> None:
         record["policy_gpu_bytes"] = memory  # what the trainer held during the rollouts
         episodes, unjudged = judged(episodes)
         record["unjudged_episodes"] = sum(D.gather(unjudged))
+        record["unjudgeable_tasks"] = unjudgeable(rollouts.episodes)
+        for name in record["unjudgeable_tasks"]:
+            gone.add(name)
+            ctx.log(f"{stage}: {name} is left out of the next steps' draws: the sandbox cannot "
+                    f"judge it ({record['unjudged_reasons'].get(name, '')})")  # fmt: skip
         if config.drop_uniform_groups:
             episodes, dropped = informative(episodes)
             record["dropped_groups"] = sum(D.gather(dropped))
@@ -155,6 +163,33 @@ def signal_history(metrics: Path, stage: str) -> dict[str, list[bool]]:
         for name in record.get("tasks", []):
             history.setdefault(name, []).append(name in record["informative_tasks"])
     return history
+
+
+def unjudgeable(episodes: Sequence[Episode]) -> list[str]:
+    """The tasks (in order of appearance) none of whose judged turns got a verdict, for the
+    task's own reason: refused by the trivial-answer rule (``task_refused``), or its
+    reference failed with the device to itself (``judged_again``: "the reference failed
+    alone too"). Drawn again, such a task costs a group's sampling and judging and teaches
+    nothing (its unjudged episodes are never trained on: ``judged``)."""
+    turns: dict[str, list[bool]] = {}
+    for e in episodes:
+        for t in e.turns:
+            if t.result is not None:
+                extra = t.result.extra
+                own = t.result.status == "unjudged" and (
+                    bool(extra.get("task_refused"))
+                    or str(extra.get("judged_again", "")).startswith("the reference failed alone")
+                )
+                turns.setdefault(e.task, []).append(own)
+    return [name for name, own in turns.items() if own and all(own)]
+
+
+def unjudgeable_history(metrics: Path) -> set[str]:
+    """The tasks the RL steps recorded in ``metrics`` (cut back to the committed steps on
+    resume) found ``unjudgeable`` (the records' ``unjudgeable_tasks``)."""
+    lines = metrics.read_text().splitlines() if metrics.exists() else []
+    records = (json.loads(line) for line in lines)
+    return {name for r in records for name in r.get("unjudgeable_tasks", ())}
 
 
 def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -42,12 +42,20 @@ def pick_tasks(
     step: int,
     count: int,
     signal: Mapping[str, Sequence[bool]] | None = None,
+    exclude: Collection[str] = (),
 ) -> list[Task]:
     """``count`` training tasks for ``step`` of ``stage``, the same on a resumed run: a seeded
     uniform draw, or with ``signal`` (each task's past groups, True where their rewards
     differed: ``TrainConfig.curriculum = "signal"``) a seeded draw weighted by
-    ``rl_core.signal_weights``."""
-    tasks = ctx.train_tasks
+    ``rl_core.signal_weights``; never one named in ``exclude`` (RuntimeError when that
+    leaves none)."""
+    tasks = [t for t in ctx.train_tasks if t.name not in exclude]
+    if not tasks:
+        raise RuntimeError(
+            f"{stage} step {step + 1}: no training task is left to draw: the sandbox cannot "
+            f"judge any of them ({', '.join(sorted(exclude))}); each step's record says why "
+            "(unjudged_reasons)"
+        )
     histories = None if signal is None else [signal.get(t.name, ()) for t in tasks]
     chosen = pick_indices(len(tasks), count, f"{ctx.config.seed}/{stage}/{step}", histories)
     return [tasks[i] for i in chosen]
