@@ -153,7 +153,9 @@ _CURVES: dict[str, list[str]] = {
 _HELDOUT = ["pass_rate", "fast_1", "fast_1_compile"]
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` (none when it does not exist), a line cut mid-write
+    by a kill left out."""
     records = []
     for line in path.read_text().splitlines() if path.exists() else []:
         try:
@@ -178,7 +180,7 @@ def plot_curves(metrics_path: Path | str, out_dir: Path | str) -> list[Path]:
     order within the stage). ``heldout.png`` puts the eval_* / heldout_* records in run order.
     A figure none of whose metrics appear is not written; missing and None values are skipped.
     """
-    records = _read_records(Path(metrics_path))
+    records = read_records(Path(metrics_path))
     out = Path(out_dir)
     # series[metric][stage] = [(x, y), ...] over training stages
     series: dict[str, dict[str, list[tuple[float, float]]]] = {}

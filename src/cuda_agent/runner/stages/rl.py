@@ -13,7 +13,6 @@ episodes (``collect_split``); the record is the whole step's (``distributed``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from cuda_agent.rl_core import informative_groups
 
 from .. import distributed as D
 from ..context import Run
+from ..metrics import read_records
 from ..trainer.update import update
 from ..trainer.update_config import GaeAdvantage
 from .rollouts import collect_split, decode_delta, episode_stats, merged_throughput, pick_tasks
@@ -155,9 +155,7 @@ def signal_history(metrics: Path, stage: str) -> dict[str, list[bool]]:
     (``metrics.jsonl``, cut back to the committed steps on resume), in order, True where the
     group carried a signal (the records' ``informative_tasks``)."""
     history: dict[str, list[bool]] = {}
-    lines = metrics.read_text().splitlines() if metrics.exists() else []
-    for line in lines:
-        record = json.loads(line)
+    for record in read_records(metrics):
         if record.get("stage") != stage or "informative_tasks" not in record:
             continue
         for name in record.get("tasks", []):
@@ -187,9 +185,7 @@ def unjudgeable(episodes: Sequence[Episode]) -> list[str]:
 def unjudgeable_history(metrics: Path) -> set[str]:
     """The tasks the RL steps recorded in ``metrics`` (cut back to the committed steps on
     resume) found ``unjudgeable`` (the records' ``unjudgeable_tasks``)."""
-    lines = metrics.read_text().splitlines() if metrics.exists() else []
-    records = (json.loads(line) for line in lines)
-    return {name for r in records for name in r.get("unjudgeable_tasks", ())}
+    return {name for r in read_records(metrics) for name in r.get("unjudgeable_tasks", ())}
 
 
 def informative(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:

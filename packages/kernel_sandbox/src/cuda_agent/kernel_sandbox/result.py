@@ -167,6 +167,12 @@ def out_of_memory(result: EvalResult) -> bool:
     return result.status in ("runtime_error", "unjudged") and says_out_of_memory(result.message)
 
 
+def first_line(message: str, limit: int = 300) -> str:
+    """A message's first non-blank line, at most ``limit`` characters ("" for a blank one)."""
+    lines = message.strip().splitlines()
+    return lines[0][:limit] if lines else ""
+
+
 def says_out_of_memory(message: str) -> bool:
     """Whether an error message is a device running out of memory."""
     text = message.lower()

@@ -44,7 +44,7 @@ from ._shared import exchange as _exchange
 from ._shared.protocol import BaselineReport, Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
-from .result import EvalResult, Status, out_of_memory, with_extra, with_wall_time
+from .result import EvalResult, Status, first_line, out_of_memory, with_extra, with_wall_time
 from .static_checks import rejection, static_findings
 from .tasks import Task
 
@@ -204,7 +204,7 @@ class Sandbox:
                 with self._lanes.exclusive(lane), lane.hold.alone():
                     self._job_log.alone(job_id, task.name, lane.name)
                     again = self._run(task, alone, lane, measure_time, caller_sizes=bool(sizes))
-                first = result.message.strip().splitlines()[0][:300]
+                first = first_line(result.message)
                 result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")
             if (
                 result.status == "unjudged"

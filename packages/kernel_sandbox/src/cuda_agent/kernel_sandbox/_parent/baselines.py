@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .._shared.compile import cache_dir
 from .._shared.protocol import BaselineReport, BaselineRequest, Job
-from ..result import says_out_of_memory
+from ..result import first_line, says_out_of_memory
 from .pool import Worker, WorkerDied
 
 if TYPE_CHECKING:
@@ -165,6 +165,6 @@ def measure_ahead(
     with lanes.exclusive(lane), lane.hold.alone():
         lane.reference.kill()
         again, found = baselines.ahead(job, lane.reference)
-    first = status.message.strip().splitlines()[0][:300] if status.message else ""
+    first = first_line(status.message)
     said = f"measured alone, after running out of memory beside other lanes: {first}"
     return replace(again, message=f"{said}; {again.message}" if again.message else said), found

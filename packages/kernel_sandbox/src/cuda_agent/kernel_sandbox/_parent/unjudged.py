@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .._shared.protocol import ExpectedRequest, Job
-from ..result import EvalResult, with_extra
+from ..result import EvalResult, first_line, with_extra
 from .lanes import Lane, LanePool
 from .pool import Worker, WorkerDied
 
@@ -26,7 +26,7 @@ def judge_again(
     """``first`` (unjudged) judged again on ``lane`` by ``run`` (module docstring), the
     outcome said in ``extra["judged_again"]``."""
     alone = replace(job, config=replace(job.config, device_alone=True))
-    reason = first.message.strip().splitlines()[0][:300] if first.message else ""
+    reason = first_line(first.message)
     with lanes.exclusive(lane), lane.hold.alone():
         lane.candidate.kill()
         lane.reference.kill()
