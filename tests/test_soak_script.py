@@ -86,5 +86,23 @@ def test_soak_runs_on_the_cpu_with_no_wrong_verdict_and_no_leak(tmp_path: Path) 
     assert report["leaked_processes"] == 0, report["leaked_examples"]
     assert report["evaluations_per_minute"] > 0
     assert report["gpu_mem_idle_before_mb"] is None  # no GPU here
-    lines = (tmp_path / "soak_jobs.jsonl").read_text().splitlines()
-    assert [json.loads(line)["index"] for line in lines] == list(range(6))
+    rows = [json.loads(line) for line in (tmp_path / "soak_jobs.jsonl").read_text().splitlines()]
+    assert sorted(r["index"] for r in rows) == list(range(6))  # in the order verdicts came
+
+    # A run cut with some verdicts in (not a prefix: jobs stream through the lanes) resumes
+    # with the rest, each job judged once, the earlier verdicts kept.
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    kept = [r for r in rows if r["index"] in (1, 4)]
+    (earlier / "soak_jobs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    (earlier / "soak.json").write_text(json.dumps({**report, "runs": [], "complete": False}))
+    again = tmp_path / "again"
+    done = subprocess.run([*cmd[:2], str(again), *cmd[3:], "--resume", str(earlier)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=280)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    resumed = [json.loads(line) for line in (again / "soak_jobs.jsonl").read_text().splitlines()]
+    assert sorted(r["index"] for r in resumed) == list(range(6))
+    assert [r for r in resumed if r["index"] in (1, 4)] == kept
+    final = json.loads((again / "soak.json").read_text())
+    assert final["complete"] and final["wrong_verdicts"] == 0 and final["leaked_processes"] == 0
+    assert final["resumed_from_evaluations"] == 2

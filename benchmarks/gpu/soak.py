@@ -1,7 +1,7 @@
 """Issue 30: a soak of the sandbox pool the trainer uses, with faulty candidates among honest ones.
 
     python benchmarks/gpu/soak.py OUT_DIR [--faulty 1000] [--honest 1000] [--backend cuda|cpu]
-        [--lanes N] [--seconds S] [--tasks starter|all|a,b,...] [--deadline 10] [--seed 0]
+        [--lanes N] [--in-flight K] [--seconds S] [--tasks starter|all|a,b,...] [--deadline 10] [--seed 0]
         [--kinds a,b,...] [--resume EARLIER_OUT_DIR]
 
 The pool is the trainer's: ``Sandbox(SandboxConfig(backend=..., lanes_per_gpu="auto"))`` (or
@@ -15,10 +15,14 @@ each reaches the runtime (``kinds_expected[kind].static_findings`` is empty, and
 
 ``--faulty`` candidates of the kinds in ``KINDS`` (their sources in ``soak_cases/`` and in the
 red-team suite, each with the verdict it must get), ``--honest`` ones (the built-in tasks' own
-solutions), in a fixed order shuffled with ``--seed``, go through the pool in batches of two per
-lane (one per lane in the last minute of ``--seconds``). Every candidate's text carries its
-number in a comment, so no two jobs are the same text. Before the soak every honest task is
-evaluated once through the same pool, with no faulty candidate around (``alone_verdicts``), and
+solutions), in a fixed order shuffled with ``--seed``, go through the pool as a stream:
+``--in-flight`` jobs (default two per lane) are in the pool at any time, each sent through
+``evaluate_many`` as the trainer sends its jobs, and a job that ends makes room for the next. A
+candidate that hangs holds its own lane for the deadline, not a batch of its neighbours (in
+batches of two per lane on the H100, about three batches in five held a hanging candidate, and
+the soak judged 20 a minute). Every candidate's text carries its number in a comment, so no two
+jobs are the same text. Before the soak every honest task is evaluated once through the same
+pool, with no faulty candidate around (``alone_verdicts``), and
 the baselines of the tasks are measured ahead, as ``cuda-agent train`` does before its first step.
 
 A wrong verdict is an honest candidate not ``ok`` or not the verdict its task got alone, or a
@@ -34,10 +38,10 @@ candidate's would show there). After the pool is closed, from outside it:
   (the parent never creates a CUDA context: provenance is asked with ``gpus=0`` and the GPU's
   name read from ``nvidia-smi``), polled for up to 20 s after the close.
 
-``soak.json`` is rewritten after every batch (``complete: false`` until the end), so a cut run
-still leaves figures; with ``--seconds S`` no batch starts after S seconds from the start, and a
+``soak.json`` is rewritten after every verdict (``complete: false`` until the end), so a cut
+run still leaves figures; with ``--seconds S`` no job starts after S seconds from the start, and a
 watchdog writes the JSON (``stuck: true``) and ends the run at S + 50 s whatever happens. Each
-job's line goes to ``soak_jobs.jsonl``. ``median_wall_s`` per kind counts from the batch's
+job's line goes to ``soak_jobs.jsonl``. ``median_wall_s`` per kind counts from the job's
 submission (waiting for a lane included).
 
 One device call may not hold every job (on the H200 a faulty candidate that kills its worker
@@ -339,13 +343,13 @@ class Soak:
         self.runs: list[dict[str, Any]] = []  # theirs (``--resume``)
         if args.resume:
             self.load(Path(args.resume))
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # the report, the rows, the feeders' next job
         self.finished = threading.Event()
         self.workers_before: set[int] = set()
 
     def load(self, earlier: Path) -> None:
         """Carry on from an earlier run's OUT_DIR: the same jobs in the same order, the ones it
-        judged (``soak_jobs.jsonl``, a prefix of the order) kept and skipped."""
+        judged (``soak_jobs.jsonl``, in the order their verdicts came) kept and skipped."""
         before = json.loads((earlier / "soak.json").read_text())
         if before.get("soak_args") != soak_args(self.args):
             raise SystemExit(
@@ -353,8 +357,9 @@ class Soak:
             )
         lines = (earlier / "soak_jobs.jsonl").read_text().splitlines()
         self.rows = [json.loads(line) for line in lines if line.strip()]
-        if [r["index"] for r in self.rows] != list(range(len(self.rows))):
-            raise SystemExit(f"--resume: {earlier}/soak_jobs.jsonl is not a prefix of the jobs")
+        indices = [r["index"] for r in self.rows]
+        if len(set(indices)) != len(indices):
+            raise SystemExit(f"--resume: {earlier}/soak_jobs.jsonl judges a job twice")
         self.wrong = list(before.get("wrong_verdict_examples", []))
         self.unexpected = list(before.get("unexpected_message_examples", []))
         self.earlier_soak_s = float(before.get("soak_seconds") or 0.0)
@@ -539,30 +544,41 @@ class Soak:
         self.write()
         print(f"{len(jobs)} jobs, {n_lanes} lanes; ready at {self.elapsed():.0f} s", flush=True)
 
-        batch_size = args.batch or 2 * n_lanes
-        position, soak_started = len(self.rows), time.monotonic()
-        while position < len(jobs):
-            if args.seconds and self.elapsed() >= args.seconds:
-                self.report["stopped_early"] = f"--seconds {args.seconds} reached"
-                break
-            size = batch_size
-            if args.seconds and self.elapsed() > args.seconds - 60:
-                size = min(size, n_lanes)  # a short last batch: the run must end in time
-            batch = jobs[position : position + size]
-            position += len(batch)
-            try:
-                results: list[EvalResult | None] = list(
-                    sandbox.evaluate_many([(j.task, j.source) for j in batch])
-                )
-                error = ""
-            except Exception as exc:  # a sandbox bug: every job of the batch is wrong
-                results, error = [None] * len(batch), f"{type(exc).__name__}: {exc}"
-            for job, result in zip(batch, results, strict=True):
-                self.judge(job, result, error)
-            self.soak_s = time.monotonic() - soak_started
-            self.write()
-            print(f"{len(self.rows)}/{len(jobs)} at {self.elapsed():.0f} s: "
-                  f"{self.figures()['wrong_verdicts']} wrong", flush=True)  # fmt: skip
+        judged = {r["index"] for r in self.rows}
+        if any(i >= len(jobs) for i in judged):
+            raise SystemExit("--resume: the earlier run judged jobs this one does not have")
+        pending = iter([j for j in jobs if j.index not in judged])
+        in_flight = args.in_flight or 2 * n_lanes
+        self.report["in_flight"] = in_flight
+        soak_started = time.monotonic()
+
+        def next_job() -> Job | None:
+            with self.lock:
+                if args.seconds and self.elapsed() >= args.seconds:
+                    self.report["stopped_early"] = f"--seconds {args.seconds} reached"
+                    return None
+                return next(pending, None)
+
+        def feed() -> None:  # one of ``in_flight`` feeders: a job, its verdict, the next job
+            while (job := next_job()) is not None:
+                try:
+                    result: EvalResult | None = sandbox.evaluate_many([(job.task, job.source)])[0]
+                    error = ""
+                except Exception as exc:  # a sandbox bug: this job's verdict is wrong
+                    result, error = None, f"{type(exc).__name__}: {exc}"
+                with self.lock:
+                    self.judge(job, result, error)
+                    self.soak_s = time.monotonic() - soak_started
+                    self.write()
+                    if len(self.rows) % n_lanes == 0 or len(self.rows) == len(jobs):
+                        print(f"{len(self.rows)}/{len(jobs)} at {self.elapsed():.0f} s: "
+                              f"{self.figures()['wrong_verdicts']} wrong", flush=True)  # fmt: skip
+
+        feeders = [threading.Thread(target=feed, daemon=True) for _ in range(in_flight)]
+        for t in feeders:
+            t.start()
+        for t in feeders:
+            t.join()
         self.report["gate"] = sandbox.gate_stats()
 
     def _after_close(self) -> None:
@@ -609,8 +625,8 @@ def command(args: argparse.Namespace) -> str:
         parts.append(f"--lanes {args.lanes}")
     if args.seconds:
         parts.append(f"--seconds {args.seconds:g}")
-    if args.batch:
-        parts.append(f"--batch {args.batch}")
+    if args.in_flight:
+        parts.append(f"--in-flight {args.in_flight}")
     if args.resume:
         parts.append("--resume EARLIER_OUT_DIR")
     return " ".join(parts)
@@ -624,12 +640,13 @@ def main() -> None:
     parser.add_argument("--backend", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--lanes", type=int, default=0, help="lanes per GPU (0: auto)")
     parser.add_argument("--seconds", type=float, default=0.0,
-                        help="start no batch after this many seconds (0: run every job)")  # fmt: skip
+                        help="start no job after this many seconds (0: run every job)")  # fmt: skip
     parser.add_argument("--tasks", default="starter", help="honest tasks: starter, all, a,b,...")
     parser.add_argument("--deadline", type=float, default=10.0,
                         help="correctness deadline in seconds (timing: three times it)")  # fmt: skip
     parser.add_argument("--kinds", default="", help="faulty kinds, a,b,... (default: all)")
-    parser.add_argument("--batch", type=int, default=0, help="jobs per batch (0: 2 per lane)")
+    parser.add_argument("--in-flight", type=int, default=0,
+                        help="jobs in the pool at once (0: 2 per lane)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", default="",
                         help="an earlier run's OUT_DIR: go on with the jobs it did not reach")  # fmt: skip
