@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -207,3 +208,49 @@ def test_the_zygote_is_closed_soon_after_the_last_forked_worker_ends(tmp_path) -
         "closed": True,
         "exited": True,
     }
+
+
+ORPHAN = """
+import sys, threading, time
+from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig, builtin_tasks
+
+relu = next(t for t in builtin_tasks() if t.name == "relu")
+config = SandboxConfig(backend="cpu", workers=1, trials=1, static_checks=False,
+                       worker_start=sys.argv[1], deadlines=Deadlines(correctness=600))
+sandbox = Sandbox(config)
+assert sandbox.evaluate(relu, relu.solutions["cpu"], measure_time=False).correct
+hang = "while True:\\n    pass\\n"  # at import: the worker never reads its stdin again
+threading.Thread(target=sandbox.evaluate, args=(relu, hang), daemon=True).start()
+time.sleep(3)
+print(sandbox._lanes.lanes[0].candidate.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["fork", "exec"])
+def test_a_worker_stuck_in_a_candidate_dies_with_the_program_that_made_it(tmp_path, how) -> None:
+    """A program killed with SIGKILL (a scheduler's preemption, the kill-anywhere test) while
+    its worker runs a candidate that never returns leaves no worker behind: the worker never
+    reads the stdin that closed, so the zygote, which sees its parent's end close, kills it."""
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    program = subprocess.Popen([sys.executable, str(script), how], stdout=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    try:
+        worker = int(program.stdout.readline())
+        assert _alive(worker)
+    finally:
+        program.kill()
+        program.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(worker), f"worker {worker} outlived its program"

@@ -220,6 +220,9 @@ def _warm_checks(device: str) -> None:
 
 
 def main() -> None:
+    parent = os.environ.pop("CUDA_AGENT_PARENT_PID", "")  # a fresh interpreter's (``exec``)
+    if parent:
+        limits.die_with_parent(int(parent))
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     inbox = os.fdopen(os.dup(0), "r")
     devnull = os.open(os.devnull, os.O_RDONLY)

@@ -16,8 +16,9 @@ worker's stdin and stdout, a status socket, then the descriptors the worker inhe
 answered ``{"pid": N}`` once forked. When a child exits, its exit code (``subprocess``'s
 convention: minus the signal that killed it) is written on its status socket as a JSON line,
 which is then closed (what is left in the child's process group is killed first). When the
-parent's end closes, the zygote exits (its children, which read
-their stdin from the parent, see it close too and exit).
+parent's end closes (the parent closed the zygote, or died, even of SIGKILL), the zygote kills
+every child it forked that is still alive, with its process group, and exits: a worker busy
+with a candidate that never returns would not see its stdin close, and would spin on alone.
 """
 
 from __future__ import annotations
@@ -125,6 +126,21 @@ def _reap(status: dict[int, int]) -> None:
             os.close(fd)
 
 
+def _kill_all(status: dict[int, int]) -> None:
+    """Kill every child still alive, and what is left in its process group, then reap them."""
+    for pid in list(status):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    while status:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        fd = status.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -150,9 +166,10 @@ def main() -> None:
         try:
             message, fds, _flags, _address = socket.recv_fds(sock, _MAX_REQUEST, _MAX_FDS)
         except OSError:
+            message, fds = b"", []
+        if not message:  # the parent is gone
+            _kill_all(status)
             return
-        if not message:
-            return  # the parent is gone
         try:
             if len(fds) < 3:
                 raise ValueError(f"a request needs at least 3 descriptors, got {len(fds)}")

@@ -5,6 +5,7 @@ network namespace of its own."""
 from __future__ import annotations
 
 import ctypes
+import os
 import resource
 
 
@@ -41,3 +42,17 @@ def isolate_network() -> bool:
         return libc.unshare(clone_newnet) == 0
     except (OSError, AttributeError):
         return False
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when the thread that started it ends (the
+    parent's spawner thread, which lives as long as the parent: ``_parent.spawn``), and exit
+    now if that parent is already gone. A worker busy with a candidate that never returns would
+    otherwise outlive a parent killed with SIGKILL, spinning on alone."""
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, 9, 0, 0, 0)  # 9: SIGKILL
+    except (OSError, AttributeError):
+        return  # not Linux: the parent's close still ends its workers
+    if os.getppid() != parent_pid:
+        os._exit(1)

@@ -24,13 +24,15 @@ import atexit
 import contextlib
 import json
 import os
+import queue
 import selectors
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import IO, Any, Protocol
 
 LOST = 1000  # the exit code of a worker whose zygote died first: not known
@@ -64,16 +66,48 @@ def start_process(
             _drop(zygote)
         finally:
             _release()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=dict(env),
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
+    started = _on_spawner_thread(
+        lambda: subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.kernel_sandbox._worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**env, "CUDA_AGENT_PARENT_PID": str(os.getpid())},
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+        )
     )
-    return proc, "exec"
+    return started, "exec"
+
+
+_spawner: tuple[int, queue.SimpleQueue[Any]] | None = None
+_spawner_lock = threading.Lock()
+
+
+def _on_spawner_thread(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """``start()`` on this process's spawner thread, which lives as long as the process: a fresh
+    worker asks for SIGKILL when its parent ends (``limits.die_with_parent``), and the kernel
+    means the *thread* that started it (a pool's thread that ends would kill it)."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner[0] != os.getpid():
+            requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            threading.Thread(target=_spawn_forever, args=(requests,), daemon=True,
+                             name="cuda-agent-spawner").start()  # fmt: skip
+            _spawner = (os.getpid(), requests)
+        requests = _spawner[1]
+    done: Future[subprocess.Popen[bytes]] = Future()
+    requests.put((start, done))
+    return done.result()
+
+
+def _spawn_forever(requests: queue.SimpleQueue[Any]) -> None:
+    while True:
+        start, done = requests.get()
+        try:
+            done.set_result(start())
+        except BaseException as exc:  # the caller raises it
+            done.set_exception(exc)
 
 
 class ZygoteError(Exception):
