@@ -1,0 +1,162 @@
+"""Whether a policy's answers hold together when a task's name is not lower case (CPU or GPU).
+
+    python benchmarks/kernel_names.py OUT.json --model GGUF --adapter DIR [--kernelbench DIR]
+        [--modes as-loaded,identifier] [--max-new-tokens 768] [--device auto]
+    python benchmarks/kernel_names.py OUT.json --analyse EARLIER.json [EARLIER.json ...]
+
+On the H100 (2026-12-06) a warm-started SmolLM2 answered 0 of the 23 KernelBench L1 problems
+right. Eight failed on a name: the prompt names the task as the KernelBench loader does
+(``L1_21_Sigmoid``), every training task's name is lower case, and the answer called
+``l1_21_Sigmoid_kernel`` but bound ``L1_21_Sigmoid_kernel``. This script samples the same
+prompts greedily with the task named two ways:
+
+- ``as-loaded``: the name the loader gives (``L1_21_Sigmoid``);
+- ``identifier``: ``prompt_name`` of it (``l1_21_sigmoid``): the name every training task
+  already has (lower case, an identifier), so that adopting it in ``agent.prompts.user_prompt``
+  would change no prompt the model trained on (``tests/test_kernel_names_script.py``).
+
+It judges nothing in the sandbox, only what can be read without a GPU: whether the answer's
+code parses, and whether it *links*: every kernel ``forward`` launches (``NAME(grid=...)``) is
+bound by ``NAME = cuda_kernel(source, "FN")``, and ``FN`` is a ``__global__`` function of that
+source. An answer that does not link fails whatever its kernel computes.
+
+On the CPU (2026-12-06, fp32) the warm adapter's greedy answers did not end their turn: each
+ran on past its code block to the token limit (``finish_reason`` ``length``), where on the H100
+the same adapter's answers stopped. The agent judges an answer's last code block, so these
+figures are for a GPU: ``--device cuda``.
+
+``--analyse`` reads the answers of earlier runs again (the ``text`` of each row) and writes the
+figures afresh, for a change of this file's rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+from provenance import provenance
+
+MODES = ("as-loaded", "identifier")
+_GLOBAL = re.compile(r"__global__\s+void\s+(\w+)")
+
+
+def prompt_name(name: str) -> str:
+    """Lower case, each character that cannot be in a C or Python identifier an underscore,
+    ``task_`` before a leading digit: ``L1_21_Sigmoid`` -> ``l1_21_sigmoid``, ``19_ReLU`` ->
+    ``task_19_relu`` (answers name their kernel ``<name>_kernel``)."""
+    ident = re.sub(r"\W", "_", name, flags=re.ASCII).lower()
+    return f"task_{ident}" if ident[:1].isdigit() or not ident else ident
+
+
+def links(code: str) -> dict[str, Any]:
+    """``parses`` and ``links`` (the rule above) of one answer's code, with what was found."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {"parses": False, "links": False}
+    bound: dict[str, tuple[str, str]] = {}  # handle -> (kernel source, function name)
+    launched: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "cuda_kernel"
+            and len(node.value.args) >= 2
+            and all(isinstance(a, ast.Constant) for a in node.value.args[:2])
+        ):
+            source, name = (str(a.value) for a in node.value.args[:2])  # type: ignore[attr-defined]
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound[target.id] = (source, name)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and any(k.arg == "grid" for k in node.keywords)
+        ):
+            launched.add(node.func.id)
+    ok = bool(launched) and all(
+        n in bound and bound[n][1] in _GLOBAL.findall(bound[n][0]) for n in launched
+    )
+    return {"parses": True, "links": ok, "bound": sorted(bound), "launched": sorted(launched)}
+
+
+def sample(args: argparse.Namespace, mode: str) -> list[dict[str, Any]]:
+    from cuda_agent.agent.parsing import extract_candidate
+    from cuda_agent.agent.prompts import build_messages
+    from cuda_agent.runner.eval.command import EvalOptions, load_policy
+    from cuda_agent.runner.kernelbench_subset import load_l1_subset
+
+    tasks = load_l1_subset(args.kernelbench)
+    if mode == "identifier":
+        tasks = [dataclasses.replace(t, name=prompt_name(t.name)) for t in tasks]
+    options = EvalOptions(model=args.model, adapter=args.adapter, device=args.device)
+    policy, _ = load_policy(options)
+    answers = policy.generate([build_messages(t, "cuda") for t in tasks],
+                              max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0)  # fmt: skip
+    return [
+        {
+            "task": t.name,
+            "finish_reason": s.finish_reason,
+            "text": s.text,
+            **links(extract_candidate(s.text) or ""),
+        }
+        for t, [s] in zip(tasks, answers, strict=True)
+    ]
+
+
+def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "tasks": len(rows),
+        "parses": sum(r["parses"] for r in rows),
+        "links": sum(r["links"] for r in rows),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("--model", default="")
+    parser.add_argument("--adapter", default="")
+    parser.add_argument("--kernelbench", default="")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--max-new-tokens", type=int, default=768)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--analyse", nargs="*", default=[])
+    args = parser.parse_args()
+    report: dict[str, Any] = {"modes": {}}
+    if args.analyse:
+        for path in args.analyse:
+            earlier = json.loads(Path(path).read_text())
+            for mode, part in earlier["modes"].items():
+                rows = [{**r, **links(_code(r["text"]))} for r in part["rows"]]
+                report["modes"][mode] = {**part, **figures(rows), "rows": rows}
+    else:
+        for mode in args.modes.split(","):
+            if mode not in MODES:
+                raise SystemExit(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
+            t0 = time.perf_counter()
+            rows = sample(args, mode)
+            seconds = time.perf_counter() - t0
+            report["modes"][mode] = {**figures(rows), "seconds": seconds, "rows": rows}
+            print(mode, figures(rows), f"{seconds:.0f} s", flush=True)
+    report.update(provenance("kernel_names", " ".join(["python", *sys.argv]), 0))
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+def _code(text: str) -> str:
+    from cuda_agent.agent.parsing import extract_candidate
+
+    return extract_candidate(text) or ""
+
+
+if __name__ == "__main__":
+    main()
