@@ -54,6 +54,12 @@ def test_a_pick_is_distinct_as_long_as_asked_and_a_function_of_its_draws(weights
     assert picked[: len(positive)] == [i for i in picked if weights[i] > 0][: len(picked)]
 
 
+def test_a_positive_weight_too_small_for_its_key_still_comes_before_a_zero_one():
+    # log(v) / 5e-324 overflows to -inf, the key a zero weight gets (hypothesis found it in CI)
+    assert weighted_pick([0.0, 5e-324], [0.5, 0.5], 1) == [1]
+    assert weighted_pick([5e-324, 0.0, 5e-324], [0.5, 0.5, 0.5], 3) == [0, 2, 1]
+
+
 def test_one_pick_follows_the_weights():
     weights = [0.1, 0.5, 1.0, 2.0]
     rng = random.Random(7)

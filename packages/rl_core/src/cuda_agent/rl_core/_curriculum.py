@@ -47,7 +47,7 @@ def weighted_pick(weights: Sequence[float], uniforms: Sequence[float], count: in
 
     and the ``count`` largest keys win), in the order of their keys. ``uniforms``: one uniform
     draw per index (the caller's seeded generator: the pick is a pure function of them).
-    Indices of weight 0 come last, after every positive one. ValueError for mismatched
+    Indices of weight 0 come last, after every positive one (however small). ValueError for mismatched
     lengths, a negative or non-finite weight, or a draw outside (0, 1].
 
     >>> weighted_pick([1.0, 1.0, 1.0], [0.2, 0.9, 0.5], 2)
@@ -59,8 +59,10 @@ def weighted_pick(weights: Sequence[float], uniforms: Sequence[float], count: in
         raise ValueError("weights must be finite and >= 0")
     if any(not 0 < v <= 1 for v in uniforms):
         raise ValueError("uniform draws must be in (0, 1]")
+    # (positive first: a weight so small that log(v) / w overflows to -inf still ranks above
+    # every zero weight; then the key; ties to the lower index)
     keys = [
-        (math.log(v) / w if w > 0 else -math.inf, -i)
+        (w > 0, math.log(v) / w if w > 0 else 0.0, -i)
         for i, (w, v) in enumerate(zip(weights, uniforms, strict=True))
     ]
     order = sorted(range(len(keys)), key=lambda i: keys[i], reverse=True)
