@@ -21,9 +21,10 @@ bound by ``NAME = cuda_kernel(source, "FN")``, and ``FN`` is a ``__global__`` fu
 source. An answer that does not link fails whatever its kernel computes.
 
 On the CPU (2026-12-06, fp32) the warm adapter's greedy answers did not end their turn: each
-ran on past its code block to the token limit (``finish_reason`` ``length``), where on the H100
-the same adapter's answers stopped. The agent judges an answer's last code block, so these
-figures are for a GPU: ``--device cuda``.
+ran on past its code block to the token limit (``finish_reason`` ``length``; after the closing
+fence the model gave ``<|im_start|>`` p 0.999), where on the H100 the same adapter's answers
+stopped. The agent judges an answer's last code block, so these figures are for a GPU:
+``--device cuda``.
 
 ``--analyse`` reads the answers of earlier runs again (the ``text`` of each row) and writes the
 figures afresh, for a change of this file's rules.
