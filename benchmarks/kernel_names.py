@@ -91,7 +91,6 @@ def links(code: str) -> dict[str, Any]:
 
 
 def sample(args: argparse.Namespace, mode: str) -> list[dict[str, Any]]:
-    from cuda_agent.agent.parsing import extract_candidate
     from cuda_agent.agent.prompts import build_messages
     from cuda_agent.runner.eval.command import EvalOptions, load_policy
     from cuda_agent.runner.kernelbench_subset import load_l1_subset
@@ -108,7 +107,7 @@ def sample(args: argparse.Namespace, mode: str) -> list[dict[str, Any]]:
             "task": t.name,
             "finish_reason": s.finish_reason,
             "text": s.text,
-            **links(extract_candidate(s.text) or ""),
+            **links(_code(s.text)),
         }
         for t, [s] in zip(tasks, answers, strict=True)
     ]

@@ -23,6 +23,7 @@ from cuda_agent.agent import (
     run_episodes,
 )
 from cuda_agent.kernel_sandbox import EvalResult, Task
+from cuda_agent.kernel_sandbox.result import first_line
 from cuda_agent.reward import (
     MilestoneValues,
     faster_than,
@@ -245,7 +246,7 @@ def unjudged_reasons(episodes: Sequence[Episode]) -> dict[str, str]:
             r = t.result
             if r is None or r.status != "unjudged" or e.task in out:
                 continue
-            line = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
+            line = first_line(r.message, 200)
             again = r.extra.get("judged_again")
             out[e.task] = f"{line} ({again})" if again else line
     return out

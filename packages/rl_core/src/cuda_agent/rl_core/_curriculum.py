@@ -47,8 +47,8 @@ def weighted_pick(weights: Sequence[float], uniforms: Sequence[float], count: in
 
     and the ``count`` largest keys win), in the order of their keys. ``uniforms``: one uniform
     draw per index (the caller's seeded generator: the pick is a pure function of them).
-    Indices of weight 0 come last, after every positive one (however small). ValueError for mismatched
-    lengths, a negative or non-finite weight, or a draw outside (0, 1].
+    Indices of weight 0 come last, after every positive one (however small). ValueError for
+    mismatched lengths, a negative or non-finite weight, or a draw outside (0, 1].
 
     >>> weighted_pick([1.0, 1.0, 1.0], [0.2, 0.9, 0.5], 2)
     [1, 2]
