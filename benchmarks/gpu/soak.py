@@ -470,6 +470,7 @@ class Soak:
         )
         names = nvidia_smi("name")
         self.report["gpu"] = f"{len(names)} x {names[0]}" if names else self.report["machine"]
+        self.report["machine"] = self.report["gpu"]  # provenance(gpus=0) named the CPU only
         if args.seconds:
             threading.Thread(target=self.watchdog, args=(args.seconds + 50,), daemon=True).start()
         os.environ[MARKER_ENV] = self.marker  # every worker, and what it spawns, inherits it
