@@ -26,3 +26,14 @@ def test_a_warm_start_example_is_the_rollout_prompt_and_a_fenced_answer_it_parse
         answer = tokenizer.decode(example.response_ids[:-1])
         action = Fenced().parse(answer, None)
         assert action.kind == "evaluate" and "class ModelNew" in str(action.candidate)
+
+
+def test_a_warm_start_answer_ends_with_the_templates_end_of_turn_not_the_tokenizers_eos() -> None:
+    """transformers 5.17 loads SmolLM2's GGUF tokenizer with eos = ``<|im_start|>``: the
+    answers taught must still close their turn as the chat template does."""
+    tokenizer = tiny_tokenizer()
+    tokenizer.eos_token = "<|im_start|>"
+    tasks = [t for t in builtin_tasks() if "cpu" in t.solutions][:2]
+    examples = warmstart_examples(SimpleNamespace(tokenizer=tokenizer), tasks, "cpu", "primary")
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert [e.response_ids[-1] for e in examples] == [im_end, im_end]

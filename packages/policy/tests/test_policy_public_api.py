@@ -23,8 +23,11 @@ ALL = [
     "Sample",
     "TokenLogprobs",
     "TokenValues",
+    "TurnTokens",
     "ValueModel",
     "WeightsSnapshot",
+    "end_of_turn_id",
+    "turn_tokens",
 ]
 
 # name -> parameter names (None: a property).

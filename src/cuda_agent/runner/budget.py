@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cuda_agent.agent import AgentConfig, answer_text, first_prompt_ids
 from cuda_agent.kernel_sandbox import Task
-from cuda_agent.policy import Policy
+from cuda_agent.policy import Policy, end_of_turn_id
 
 # Sampled answers (temperature 1) come out a little longer or shorter than the example they
 # imitate; the margin keeps a sampled answer of a learned solution inside the budget.
@@ -64,7 +64,7 @@ def warmstart_examples(
     with a reference solution for ``backend``, more with variants): the task's first prompt
     as rollouts render it (``first_prompt_ids``, the agent's default protocol) and the answer
     in the format rollouts parse (``answer_text``) with the end-of-turn token."""
-    eos = policy.tokenizer.eos_token_id
+    eos = end_of_turn_id(policy.tokenizer)  # the chat template's, not the tokenizer's eos
     proto = AgentConfig().protocol
     return [
         WarmStartExample(

@@ -8,6 +8,7 @@ from cuda_agent.policy._policy import Policy
 from cuda_agent.policy._remote import RemotePolicy, RemotePolicyError, RemoteSample
 from cuda_agent.policy._sampling import Sample
 from cuda_agent.policy._scoring import TokenLogprobs
+from cuda_agent.policy._turns import TurnTokens, end_of_turn_id, turn_tokens
 from cuda_agent.policy._value import TokenValues, ValueModel
 
 __all__ = [
@@ -22,6 +23,9 @@ __all__ = [
     "Sample",
     "TokenLogprobs",
     "TokenValues",
+    "TurnTokens",
     "ValueModel",
     "WeightsSnapshot",
+    "end_of_turn_id",
+    "turn_tokens",
 ]

@@ -54,6 +54,7 @@ from cuda_agent.policy._strategies import (
     ShardedScoring,
     StaticDecoding,
 )
+from cuda_agent.policy._turns import turn_tokens
 
 _DEFAULT_CONFIG = PolicyConfig()
 
@@ -146,7 +147,11 @@ class Policy(PersistenceMixin):
         return cls(model, tokenizer, config, device)
 
     def _collect_eos_ids(self) -> frozenset[int]:
+        """Sampling stops at any of: the chat template's end of turn and turn start
+        (``_turns.py``), the tokenizer's eos, the generation config's eos."""
+        turns = turn_tokens(self.tokenizer)
         ids = {int(self.tokenizer.eos_token_id)}
+        ids.update(i for i in (turns.end_of_turn, turns.turn_start) if i is not None)
         configured = getattr(self._hf_model.generation_config, "eos_token_id", None)
         if isinstance(configured, int):
             ids.add(configured)
