@@ -20,11 +20,10 @@ code parses, and whether it *links*: every kernel ``forward`` launches (``NAME(g
 bound by ``NAME = cuda_kernel(source, "FN")``, and ``FN`` is a ``__global__`` function of that
 source. An answer that does not link fails whatever its kernel computes.
 
-On the CPU (2026-12-06, fp32) the warm adapter's greedy answers did not end their turn: each
-ran on past its code block to the token limit (``finish_reason`` ``length``; after the closing
-fence the model gave ``<|im_start|>`` p 0.999), where on the H100 the same adapter's answers
-stopped. The agent judges an answer's last code block, so these figures are for a GPU:
-``--device cuda``.
+On the CPU the GPU-trained warm adapter's answers once ran on past their code block: that
+adapter learned to end its answers with ``<|im_start|>``, which transformers 5.17 (the GPU's)
+loads as SmolLM2's eos and 5.25 does not. Sampling now stops at the chat template's end of turn
+and turn start on any machine (``cuda_agent.policy.turn_tokens``), so this runs on the CPU too.
 
 ``--analyse`` reads the answers of earlier runs again (the ``text`` of each row) and writes the
 figures afresh, for a change of this file's rules.
