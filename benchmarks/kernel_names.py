@@ -5,15 +5,17 @@
     python benchmarks/kernel_names.py OUT.json --analyse EARLIER.json [EARLIER.json ...]
 
 On the H100 (2026-12-06) a warm-started SmolLM2 answered 0 of the 23 KernelBench L1 problems
-right. Eight failed on a name: the prompt names the task as the KernelBench loader does
+right. Eight failed on a name: the prompt named the task as the KernelBench loader does
 (``L1_21_Sigmoid``), every training task's name is lower case, and the answer called
 ``l1_21_Sigmoid_kernel`` but bound ``L1_21_Sigmoid_kernel``. This script samples the same
 prompts greedily with the task named two ways:
 
-- ``as-loaded``: the name the loader gives (``L1_21_Sigmoid``);
-- ``identifier``: ``prompt_name`` of it (``l1_21_sigmoid``): the name every training task
-  already has (lower case, an identifier), so that adopting it in ``agent.prompts.user_prompt``
-  would change no prompt the model trained on (``tests/test_kernel_names_script.py``).
+- ``as-loaded``: the name the loader gives (``L1_21_Sigmoid``), as prompts named tasks before;
+- ``identifier``: ``agent.prompts.prompt_name`` of it (``l1_21_sigmoid``), as the agent's
+  prompt names every task since this measurement (greedy on the CPU, the warm adapter: 0 of 23
+  answers linked as loaded, 14 of 23 so). Every shipped task's name already is its
+  ``prompt_name``, so no prompt the model trained on changed
+  (``tests/test_kernel_names_script.py``).
 
 It judges nothing in the sandbox, only what can be read without a GPU: whether the answer's
 code parses, and whether it *links*: every kernel ``forward`` launches (``NAME(grid=...)``) is
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import json
 import re
 import sys
@@ -44,16 +45,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 from provenance import provenance
 
+from cuda_agent.agent.prompts import prompt_name
+
 MODES = ("as-loaded", "identifier")
 _GLOBAL = re.compile(r"__global__\s+void\s+(\w+)")
-
-
-def prompt_name(name: str) -> str:
-    """Lower case, each character that cannot be in a C or Python identifier an underscore,
-    ``task_`` before a leading digit: ``L1_21_Sigmoid`` -> ``l1_21_sigmoid``, ``19_ReLU`` ->
-    ``task_19_relu`` (answers name their kernel ``<name>_kernel``)."""
-    ident = re.sub(r"\W", "_", name, flags=re.ASCII).lower()
-    return f"task_{ident}" if ident[:1].isdigit() or not ident else ident
 
 
 def links(code: str) -> dict[str, Any]:
@@ -90,26 +85,35 @@ def links(code: str) -> dict[str, Any]:
 
 
 def sample(args: argparse.Namespace, mode: str) -> list[dict[str, Any]]:
-    from cuda_agent.agent.prompts import build_messages
     from cuda_agent.runner.eval.command import EvalOptions, load_policy
     from cuda_agent.runner.kernelbench_subset import load_l1_subset
 
     tasks = load_l1_subset(args.kernelbench)
-    if mode == "identifier":
-        tasks = [dataclasses.replace(t, name=prompt_name(t.name)) for t in tasks]
     options = EvalOptions(model=args.model, adapter=args.adapter, device=args.device)
     policy, _ = load_policy(options)
-    answers = policy.generate([build_messages(t, "cuda") for t in tasks],
+    answers = policy.generate([messages(t, mode) for t in tasks],
                               max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0)  # fmt: skip
     return [
         {
-            "task": t.name,
+            "task": t.name if mode == "as-loaded" else prompt_name(t.name),
             "finish_reason": s.finish_reason,
             "text": s.text,
             **links(_code(s.text)),
         }
         for t, [s] in zip(tasks, answers, strict=True)
     ]
+
+
+def messages(task: Any, mode: str) -> list[dict[str, str]]:
+    """The agent's first messages for ``task``; ``as-loaded`` puts the loader's name back
+    where the agent's prompt names the task (``prompt_name``)."""
+    from cuda_agent.agent.prompts import build_messages
+
+    out = build_messages(task, "cuda")
+    if mode == "as-loaded":
+        given, loaded = f"(task `{prompt_name(task.name)}`)", f"(task `{task.name}`)"
+        out = [{**m, "content": m["content"].replace(given, loaded)} for m in out]
+    return out
 
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -5,12 +5,14 @@ task's name already is."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
-from cuda_agent.agent.prompts import user_prompt
+from cuda_agent.agent.prompts import prompt_name, user_prompt
+from cuda_agent.kernel_sandbox import builtin_tasks
 from cuda_agent.runner.task_sets import load_set
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "kernel_names.py"
@@ -65,7 +67,6 @@ def test_an_answer_links_and_one_with_a_name_in_two_cases_does_not() -> None:
 
 
 def test_the_identifier_name_is_what_every_shipped_task_is_already_named() -> None:
-    prompt_name = _script().prompt_name
     assert prompt_name("L1_21_Sigmoid") == "l1_21_sigmoid"
     assert prompt_name("19_ReLU") == "task_19_relu"  # a C name cannot start with a digit
     assert prompt_name("my-op.v2") == "my_op_v2"
@@ -76,3 +77,14 @@ def test_the_identifier_name_is_what_every_shipped_task_is_already_named() -> No
         for task in load_set(named_set):
             assert prompt_name(task.name) == task.name
             assert f"(task `{task.name}`)" in user_prompt(task)
+
+
+def test_the_prompt_names_a_task_by_its_identifier_and_the_script_can_put_the_loaded_name_back() -> (
+    None
+):
+    task = dataclasses.replace(builtin_tasks()[0], name="L1_21_Sigmoid")
+    assert "(task `l1_21_sigmoid`)" in user_prompt(task)
+    script = _script()
+    loaded = script.messages(task, "as-loaded")[-1]["content"]
+    assert "(task `L1_21_Sigmoid`)" in loaded and "l1_21_sigmoid" not in loaded
+    assert script.messages(task, "identifier")[-1]["content"] == user_prompt(task)

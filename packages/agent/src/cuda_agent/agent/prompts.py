@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from cuda_agent.kernel_sandbox import Task
 
 _CPU_EXAMPLE = '''```python
@@ -75,9 +77,21 @@ def system_prompt(backend: str) -> str:
     )
 
 
+def prompt_name(name: str) -> str:
+    """A task's name as prompts give it: lower case, each character that cannot be in a C or
+    Python identifier an underscore, ``task_`` before a leading digit (``L1_21_Sigmoid`` ->
+    ``l1_21_sigmoid``, ``19_ReLU`` -> ``task_19_relu``). Answers name their kernel
+    ``<name>_kernel``; every shipped task is already named so. With KernelBench's own names
+    the warm-started model's greedy answers to the 23 level-1 problems linked 0 times (the
+    kernel bound as ``L1_21_Sigmoid_kernel``, launched as ``l1_21_Sigmoid_kernel``); named
+    so, 14 times (``benchmarks/results/2026-12-06-cpu-names/``)."""
+    ident = re.sub(r"\W", "_", name, flags=re.ASCII).lower()
+    return f"task_{ident}" if ident[:1].isdigit() or not ident else ident
+
+
 def user_prompt(task: Task) -> str:
     return (
-        f"Write ModelNew for this PyTorch module (task `{task.name}`):\n"
+        f"Write ModelNew for this PyTorch module (task `{prompt_name(task.name)}`):\n"
         f"```python\n{task.source.strip()}\n```"
     )
 
