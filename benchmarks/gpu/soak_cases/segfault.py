@@ -5,7 +5,10 @@ from torch import nn
 
 from cuda_agent.kernel_sandbox.launch import cpu_kernel
 
-crash = cpu_kernel("void crash(long n) { volatile float* p = 0; p[n] = 1.f; }", "crash")
+# The address is 0 whatever the size: ``p[n]`` (as this case read before) is address 4n, which
+# for a large input can be mapped memory, and then nothing faults (an H100 soak judged one such
+# run ``incorrect``: its output, never written, held NaN).
+crash = cpu_kernel("void crash(long n) { volatile float* p = 0; p[0] = (float)n; }", "crash")
 
 
 class ModelNew(nn.Module):

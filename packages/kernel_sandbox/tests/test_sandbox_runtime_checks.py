@@ -228,6 +228,40 @@ def test_compute_outside_the_launched_kernels_is_rejected(unchecked, relu):
     assert split["outside_s"] < split["total_s"]
 
 
+# An honest forward whose checked calls were each slowed on the host, as a busy machine does
+# (an honest layernorm was rejected at 0.20 ms against its 0.19 ms limit in an H100 soak): the
+# first 12 calls burn 2 ms of CPU in Python, later ones do not. More forwards are measured
+# before a host-time rejection, and their least figures judge it.
+SLOWED = (
+    "global CALLS\nCALLS += 1\nif CALLS <= 12:\n    end = time.thread_time() + 2e-3\n"
+    "    while time.thread_time() < end:\n        pass\n" + HONEST
+)
+
+
+def test_a_rejection_on_host_time_takes_a_second_look(unchecked, relu):
+    slowed = _candidate(SLOWED, prelude="import time\nCALLS = 0\n")
+    result = unchecked.evaluate(relu, slowed)
+    assert result.status == "ok", result.message
+    split = result.extra["host_time_split"]
+    assert split["second_look_forwards"] > 0 and split["outside_s"] <= split["limit_s"]
+    # the checked calls alone would have rejected it (the untimed judgement does not look again)
+    untimed = unchecked.evaluate(relu, slowed, measure_time=False)
+    assert (
+        untimed.extra["host_time_split"]["outside_s"] > untimed.extra["host_time_split"]["limit_s"]
+    )
+    # a decoy computes in every call: still rejected after the second look
+    show = "touch = cpu_kernel('void touch(float* out, long n) { out[0] = 0.f; }', 'touch')\n"
+    decoy = _candidate(
+        "scratch = torch.empty(1)\ntouch(scratch, 1)\n"
+        "wide = numpy.maximum(x.numpy().astype(numpy.float64), 0)\n"
+        "return torch.from_numpy(wide.astype(numpy.float32))",
+        prelude="import numpy\n" + show,
+    )
+    rejected = unchecked.evaluate(relu, decoy)
+    assert rejected.status == "rejected" and "compute_outside_kernels" in rejected.flags
+    assert rejected.extra["host_time_split"]["second_look_forwards"] > 0
+
+
 def test_copies_do_not_dilute_a_decoys_time_outside_its_kernels(unchecked, relu):
     # Copies are allowed operators, and a copy that waits for the device is CPU time: a decoy
     # padding its forward with them must not fall under the share.

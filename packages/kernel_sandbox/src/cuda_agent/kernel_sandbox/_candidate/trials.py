@@ -88,6 +88,39 @@ class Trials:
                 + trim(oom.error),
             ) from None
 
+    @contextlib.contextmanager
+    def _host_split(self, recorder: Any) -> Iterator[None]:
+        """The body's CPU time on this thread, split as ``_decoys.HostSplit`` and kept in
+        ``host_splits`` (when ``recorder`` records the operators: runtime checks on)."""
+        launches, in_kernels = launch.launch_count(), launch.kernel_seconds()
+        started = time.thread_time()
+        yield
+        total = time.thread_time() - started
+        if isinstance(recorder, _runtime_checks.OpRecorder):
+            launched = launch.launch_count() - launches
+            split = _decoys.HostSplit(
+                total,
+                kernels=launch.kernel_seconds() - in_kernels,
+                ops=recorder.seconds,
+                calls=recorder.calls + launched,
+                launches=launched,
+            )
+            self.host_splits.append(split)
+
+    def more_host_splits(self, inputs: list[Any], forwards: int) -> None:
+        """``forwards`` more calls on ``inputs``, measured for the host-time rule only (their
+        outputs were judged already): a second look before a ``compute_outside_kernels``
+        rejection (``evaluate._judge_decoys``)."""
+        try:
+            for _ in range(forwards):
+                recorder = _runtime_checks.OpRecorder()
+                with torch.no_grad(), recorder, self._host_split(recorder):
+                    self.model_new(*inputs)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            raise Verdict("runtime_error", "ModelNew.forward failed:\n" + trim(exc)) from None
+
     def _forward(self, inputs: list[Any], guards: list[_guards.Guard]) -> Any:
         """One candidate call on poisoned allocations, recording the PyTorch operators it ran.
         ``inputs`` lie in guard regions (``guards``), and so do the tensors the call allocates:
@@ -97,20 +130,8 @@ class Trials:
         allocations = _guards.AllocationGuards(self.device, sum(g.span for g in guards))
         try:
             with torch.no_grad(), poisoned_allocations(), allocations, recorder:
-                launches, in_kernels = launch.launch_count(), launch.kernel_seconds()
-                started = time.thread_time()
-                output = self.model_new(*inputs)
-                total = time.thread_time() - started
-            if isinstance(recorder, _runtime_checks.OpRecorder):
-                launched = launch.launch_count() - launches
-                split = _decoys.HostSplit(
-                    total,
-                    kernels=launch.kernel_seconds() - in_kernels,
-                    ops=recorder.seconds,
-                    calls=recorder.calls + launched,
-                    launches=launched,
-                )
-                self.host_splits.append(split)
+                with self._host_split(recorder):
+                    output = self.model_new(*inputs)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
