@@ -129,9 +129,14 @@ class Trials:
         # Allocations are guarded up to about the inputs' size (they stay alive until checked).
         allocations = _guards.AllocationGuards(self.device, sum(g.span for g in guards))
         try:
-            with torch.no_grad(), poisoned_allocations(), allocations, recorder:
-                with self._host_split(recorder):
-                    output = self.model_new(*inputs)
+            with (
+                torch.no_grad(),
+                poisoned_allocations(),
+                allocations,
+                recorder,
+                self._host_split(recorder),
+            ):
+                output = self.model_new(*inputs)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
