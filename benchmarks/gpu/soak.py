@@ -44,6 +44,11 @@ watchdog writes the JSON (``stuck: true``) and ends the run at S + 50 s whatever
 job's line goes to ``soak_jobs.jsonl``. ``median_wall_s`` per kind counts from the job's
 submission (waiting for a lane included).
 
+``worker_starts``, ``worker_start_s_median`` and ``worker_start_s_total``: the jobs that waited
+for their lane's worker to start again after a fault killed it, and how long
+(``extra["seconds"]["worker_start"]`` of their verdicts; on the H100 a fresh interpreter's start
+cost the next job about 10 s).
+
 One device call may not hold every job (on the H200 a faulty candidate that kills its worker
 costs the lane a worker's start, a hanging one the deadline too): ``--resume EARLIER_OUT_DIR``
 (the same ``--faulty``, ``--honest``, ``--backend``, ``--tasks`` and ``--seed``) keeps the jobs
@@ -322,6 +327,12 @@ def build_jobs(args: argparse.Namespace, config: SandboxConfig) -> tuple[list[Jo
     return jobs, honest_tasks
 
 
+def _worker_start(result: EvalResult | None) -> float | None:
+    seconds = result.extra.get("seconds") if result is not None else None
+    value = seconds.get("worker_start") if isinstance(seconds, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def verdict(r: EvalResult) -> list[Any]:
     return [r.status, sorted(r.flags)]
 
@@ -384,6 +395,7 @@ class Soak:
             walls = k.pop("wall_s")
             k["median_wall_s"] = statistics.median(walls) if walls else None
         n, soak_s = len(self.rows), self.earlier_soak_s + self.soak_s
+        starts = [r["worker_start_s"] for r in self.rows if r.get("worker_start_s")]
         return {
             "faulty": len(faulty),
             "honest": n - len(faulty),
@@ -396,6 +408,9 @@ class Soak:
             "soak_seconds": soak_s,
             "evaluations_per_minute": 60 * n / soak_s if soak_s else None,
             "per_kind": dict(sorted(per_kind.items())),
+            "worker_starts": len(starts),
+            "worker_start_s_median": statistics.median(starts) if starts else None,
+            "worker_start_s_total": sum(starts),
             "elapsed_s": self.elapsed(),
         }
 
@@ -427,6 +442,8 @@ class Soak:
             "message_matches": matches,
             "wall_s": (result.wall_seconds if result is not None else None) or 0.0,
             "lane": result.extra.get("lane") if result is not None else None,
+            # the seconds this job waited for its lane's worker to start again after a fault
+            "worker_start_s": _worker_start(result),
         }
         self.rows.append(row)
         example = {**row, "message": message[:300]}

@@ -134,6 +134,19 @@ def test_a_forked_worker_killed_by_a_signal_says_which() -> None:
         assert sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False).correct
 
 
+@pytest.mark.parametrize("how", ["fork", "exec"])
+def test_the_job_that_waits_for_a_restarted_worker_says_how_long(how: str) -> None:
+    # A fault kills the lane's worker; the next job pays for its start (on an H100 soak, 10.7 s
+    # of a fresh interpreter's), and its verdict says so: where a lane's time went.
+    with Sandbox(_config(how)) as sandbox:
+        assert sandbox.evaluate(RELU, SEGFAULT, measure_time=False).status == "runtime_error"
+        after = sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False)
+        again = sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False)
+    assert after.correct and again.correct
+    assert after.extra["seconds"]["worker_start"] > 0
+    assert "worker_start" not in again.extra["seconds"]  # its worker was there already
+
+
 @pytest.mark.parametrize("workers", ["killed too", "left running"])
 def test_a_dead_zygote_is_replaced_and_verdicts_go_on(workers: str) -> None:
     """Its workers live on unreaped: left running, the pool finds them dead (their status

@@ -177,9 +177,12 @@ class Worker:
         takes does not count against the worker's deadline. Raises ``WorkerDied`` (after
         killing the worker) on a timeout, a crash or garbage.
         """
+        start_s = 0.0  # seconds this job waited for its worker to start (a restart after a fault)
         if not self.alive() or self.jobs_done >= self.config.max_jobs_per_worker:
+            t0 = time.monotonic()
             self.kill()
             self.start()
+            start_s = time.monotonic() - t0
         self._send(job)
         deadlines = self.config.deadlines
         phase, deadline = "load", time.monotonic() + deadlines.load
@@ -206,6 +209,8 @@ class Worker:
                 if not isinstance(result, dict):
                     self.kill()
                     raise WorkerDied("worker sent a malformed result")
+                if start_s and self.role == "candidate":  # the job's own time, not a check's
+                    _add_seconds(result, worker_start=start_s)
                 if message.get("retire") or self._buffer:
                     # A broken CUDA context, or messages past the result (someone else wrote
                     # on the channel): the next job gets a fresh worker.
@@ -288,3 +293,10 @@ def _describe_exit(code: int) -> str:
         }.get(name, "")
         return f"the worker process died of {name}{hint}"
     return f"the worker process exited with code {code}"
+
+
+def _add_seconds(result: dict[str, Any], **seconds: float) -> None:
+    """Put ``seconds`` into a job result's ``extra["seconds"]`` (where the job's time went)."""
+    extra = result["extra"] if isinstance(result.get("extra"), dict) else {}
+    spent = extra["seconds"] if isinstance(extra.get("seconds"), dict) else {}
+    result["extra"] = {**extra, "seconds": {**spent, **seconds}}
