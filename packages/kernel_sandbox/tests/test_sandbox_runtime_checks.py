@@ -215,6 +215,7 @@ def test_compute_outside_the_launched_kernels_is_rejected(unchecked, relu):
     result = unchecked.evaluate(relu, decoy)
     assert result.status == "rejected" and "compute_outside_kernels" in result.flags
     assert "outside its kernels" in result.message
+    assert result.extra["host_time_split"]["second_look_forwards"] > 0  # it looked again
     # Untimed (no speed claimed), the split is reported, not judged.
     untimed = unchecked.evaluate(relu, decoy, measure_time=False)
     assert untimed.status == "ok", untimed.message
@@ -249,17 +250,7 @@ def test_a_rejection_on_host_time_takes_a_second_look(unchecked, relu):
     assert (
         untimed.extra["host_time_split"]["outside_s"] > untimed.extra["host_time_split"]["limit_s"]
     )
-    # a decoy computes in every call: still rejected after the second look
-    show = "touch = cpu_kernel('void touch(float* out, long n) { out[0] = 0.f; }', 'touch')\n"
-    decoy = _candidate(
-        "scratch = torch.empty(1)\ntouch(scratch, 1)\n"
-        "wide = numpy.maximum(x.numpy().astype(numpy.float64), 0)\n"
-        "return torch.from_numpy(wide.astype(numpy.float32))",
-        prelude="import numpy\n" + show,
-    )
-    rejected = unchecked.evaluate(relu, decoy)
-    assert rejected.status == "rejected" and "compute_outside_kernels" in rejected.flags
-    assert rejected.extra["host_time_split"]["second_look_forwards"] > 0
+    # (a decoy computes in every call: rejected after its second look, the test above)
 
 
 def test_copies_do_not_dilute_a_decoys_time_outside_its_kernels(unchecked, relu):
