@@ -90,6 +90,7 @@ def test_soak_runs_on_the_cpu_with_no_wrong_verdict_and_no_leak(tmp_path: Path) 
     assert sorted(r["index"] for r in rows) == list(range(6))  # in the order verdicts came
     # the lanes' restarts after faults, as the jobs that waited for them said
     assert report["worker_starts"] == sum(bool(r["worker_start_s"]) for r in rows)
+    assert report["worker_start"] == "fork"  # auto, on the CPU backend
 
     # A run cut with some verdicts in (not a prefix: jobs stream through the lanes) resumes
     # with the rest, each job judged once, the earlier verdicts kept.

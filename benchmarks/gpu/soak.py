@@ -44,10 +44,12 @@ watchdog writes the JSON (``stuck: true``) and ends the run at S + 50 s whatever
 job's line goes to ``soak_jobs.jsonl``. ``median_wall_s`` per kind counts from the job's
 submission (waiting for a lane included).
 
-``worker_starts``, ``worker_start_s_median`` and ``worker_start_s_total``: the jobs that waited
-for their lane's worker to start again after a fault killed it, and how long
-(``extra["seconds"]["worker_start"]`` of their verdicts; on the H100 a fresh interpreter's start
-cost the next job about 10 s).
+``worker_start``: how the workers started (``--worker-start``; ``fork`` from the zygote, or
+``exec`` a fresh interpreter: ``SandboxConfig.worker_start``). ``worker_starts``,
+``worker_start_s_median`` and ``worker_start_s_total``: the jobs that waited for their lane's
+worker to start again after a fault killed it, and how long (``extra["seconds"]
+["worker_start"]`` of their verdicts; on the H100 a fresh interpreter's start cost the next job
+about 10 s).
 
 One device call may not hold every job (on the H200 a faulty candidate that kills its worker
 costs the lane a worker's start, a hanging one the deadline too): ``--resume EARLIER_OUT_DIR``
@@ -493,7 +495,9 @@ class Soak:
         os.environ[MARKER_ENV] = self.marker  # every worker, and what it spawns, inherits it
         deadlines = Deadlines(correctness=args.deadline, timing=3 * args.deadline)
         lanes: int | Literal["auto"] = args.lanes or "auto"
-        config = SandboxConfig(backend=args.backend, lanes_per_gpu=lanes, deadlines=deadlines)
+        config = SandboxConfig(backend=args.backend, lanes_per_gpu=lanes, deadlines=deadlines,
+                               worker_start=args.worker_start)  # fmt: skip
+        self.report["worker_start"] = worker_start(args)
         sandbox = Sandbox(config)
         try:
             self._soak(sandbox)
@@ -628,6 +632,18 @@ RUN_KEYS = ("date", "commit", "gpu", "lanes_per_gpu", "leaked_processes", "leake
             "gpu_mem_idle_before_mb", "gpu_mem_idle_after_mb", "stopped_early")  # fmt: skip
 
 
+def worker_start(args: argparse.Namespace) -> str:
+    """How the pool's workers start: ``--worker-start``, or for ``auto`` what
+    ``$CUDA_AGENT_WORKER_START`` chooses, else a fork on the CPU backend and a fresh interpreter
+    on CUDA (``SandboxConfig.worker_start``)."""
+    if args.worker_start != "auto":
+        return str(args.worker_start)
+    chosen = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
+    if chosen in ("fork", "exec"):
+        return chosen
+    return "fork" if args.backend == "cpu" else "exec"
+
+
 def soak_args(args: argparse.Namespace) -> dict[str, Any]:
     """What fixes the jobs and their order: a resumed run must have the same."""
     return {k: getattr(args, k) for k in ("faulty", "honest", "backend", "tasks", "kinds", "seed")}
@@ -639,6 +655,8 @@ def command(args: argparse.Namespace) -> str:
              f"--deadline {args.deadline:g}", f"--seed {args.seed}"]  # fmt: skip
     if args.kinds:
         parts.append(f"--kinds {args.kinds}")
+    if args.worker_start != "auto":
+        parts.append(f"--worker-start {args.worker_start}")
     if args.lanes:
         parts.append(f"--lanes {args.lanes}")
     if args.seconds:
@@ -666,6 +684,9 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=0,
                         help="jobs in the pool at once (0: 2 per lane)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker-start", choices=("auto", "fork", "exec"), default="auto",
+                        help="how workers start (SandboxConfig.worker_start); the report's "
+                        "worker_start says what ran")  # fmt: skip
     parser.add_argument("--resume", default="",
                         help="an earlier run's OUT_DIR: go on with the jobs it did not reach")  # fmt: skip
     args = parser.parse_args()
