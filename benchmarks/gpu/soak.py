@@ -497,7 +497,7 @@ class Soak:
         lanes: int | Literal["auto"] = args.lanes or "auto"
         config = SandboxConfig(backend=args.backend, lanes_per_gpu=lanes, deadlines=deadlines,
                                worker_start=args.worker_start)  # fmt: skip
-        self.report["worker_start"] = worker_start(args)
+        self.report["worker_start"] = "fork" if config.forks_workers() else "exec"
         sandbox = Sandbox(config)
         try:
             self._soak(sandbox)
@@ -630,18 +630,6 @@ class Soak:
 
 RUN_KEYS = ("date", "commit", "gpu", "lanes_per_gpu", "leaked_processes", "leaked_examples",
             "gpu_mem_idle_before_mb", "gpu_mem_idle_after_mb", "stopped_early")  # fmt: skip
-
-
-def worker_start(args: argparse.Namespace) -> str:
-    """How the pool's workers start: ``--worker-start``, or for ``auto`` what
-    ``$CUDA_AGENT_WORKER_START`` chooses, else a fork on the CPU backend and a fresh interpreter
-    on CUDA (``SandboxConfig.worker_start``)."""
-    if args.worker_start != "auto":
-        return str(args.worker_start)
-    chosen = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
-    if chosen in ("fork", "exec"):
-        return chosen
-    return "fork" if args.backend == "cpu" else "exec"
 
 
 def soak_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -200,6 +200,14 @@ class SandboxConfig:
             per_dtype={**preset.per_dtype, **self.dtype_tolerances},
         )
 
+    def forks_workers(self) -> bool:
+        """Whether workers are forked from the zygote (``worker_start``: for ``"auto"``,
+        ``$CUDA_AGENT_WORKER_START`` may choose, else forked on the CPU backend only)."""
+        how: str = self.worker_start
+        if how == "auto":  # (the environment may choose: to try forked workers on a GPU)
+            how = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
+        return how == "fork" or (how == "auto" and self.backend == "cpu")
+
     def resolved(self) -> SandboxConfig:
         """The same config with every ``auto`` value decided for this host and the tolerances
         written in (``tolerances()``)."""

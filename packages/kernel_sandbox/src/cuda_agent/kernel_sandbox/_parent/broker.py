@@ -16,7 +16,7 @@ from typing import Any
 from .._shared.protocol import CheckRequest, CheckVerdict, DeviceBufferRequest, Job, ReferenceCheck
 from ..result import EvalResult, TrialOutcome
 from ..tasks import Task
-from .pool import Worker, WorkerDied
+from .pool import Worker, WorkerDied, add_seconds
 
 # The fields of a candidate worker's report that the result takes as they are.
 _REPORTED = (
@@ -113,9 +113,7 @@ def compose(report: dict[str, Any], broker: Broker, task: Task, backend: str) ->
         )
     data: dict[str, Any] = {key: report[key] for key in _REPORTED if key in report}
     data.update(task=task.name, backend=backend, trials=[t.__dict__ for t in trials])
-    extra: dict[str, Any] = data["extra"] if isinstance(data.get("extra"), dict) else {}
-    seconds = extra["seconds"] if isinstance(extra.get("seconds"), dict) else {}
-    data["extra"] = {**extra, "seconds": {**seconds, "reference": broker.seconds}}
+    add_seconds(data, reference=broker.seconds)
     if broker.reference_peak_bytes:
         data["extra"]["reference_peak_gpu_bytes"] = broker.reference_peak_bytes
         data["extra"]["reference_held_gpu_bytes"] = broker.reference_held_bytes

@@ -122,11 +122,8 @@ class Worker:
         return env
 
     def _forks(self) -> bool:
-        """Whether this worker is forked from the zygote (``SandboxConfig.worker_start``)."""
-        how: str = self.config.worker_start
-        if how == "auto":  # (the environment may choose: to try forked workers on a GPU)
-            how = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
-        return how == "fork" or (how == "auto" and self.config.backend == "cpu")
+        """Whether this worker is forked from the zygote (``SandboxConfig.forks_workers``)."""
+        return self.config.forks_workers()
 
     def start(self) -> None:
         # The worker's home (its working and temporary files) is made and removed here: a
@@ -210,7 +207,7 @@ class Worker:
                     self.kill()
                     raise WorkerDied("worker sent a malformed result")
                 if start_s and self.role == "candidate":  # the job's own time, not a check's
-                    _add_seconds(result, worker_start=start_s)
+                    add_seconds(result, worker_start=start_s)
                 if message.get("retire") or self._buffer:
                     # A broken CUDA context, or messages past the result (someone else wrote
                     # on the channel): the next job gets a fresh worker.
@@ -295,7 +292,7 @@ def _describe_exit(code: int) -> str:
     return f"the worker process exited with code {code}"
 
 
-def _add_seconds(result: dict[str, Any], **seconds: float) -> None:
+def add_seconds(result: dict[str, Any], **seconds: float) -> None:
     """Put ``seconds`` into a job result's ``extra["seconds"]`` (where the job's time went)."""
     extra = result["extra"] if isinstance(result.get("extra"), dict) else {}
     spent = extra["seconds"] if isinstance(extra.get("seconds"), dict) else {}
