@@ -13,7 +13,10 @@ fork pays for starting the zygote, as a user's first pool does):
 - ``after_crash_s``: the median over ``rounds`` of an honest verdict right after a candidate
   that crashed its worker (the restart, then the job), as a red-team case or a bad RL answer
   costs the next job;
-- ``job_s``: the median of a verdict on a warm pool, for scale.
+- ``job_s``: the median of a verdict on a warm pool, for scale;
+- ``restart_stages_s``: where a restart went, per stage, the median over the rounds
+  (``Worker.start_seconds``: the fork or exec, the wait for its ready, and within that the
+  worker's own stages: imports, the CUDA context, pinning the exchange, warm-ups, confinement).
 
 Records the date, machine, torch, commit and command (``benchmarks/gpu/provenance.py``).
 On CUDA, run it before trusting ``fork`` there (``auto`` execs on CUDA until measured).
@@ -60,11 +63,13 @@ def measure(how: str, backend: str, rounds: int) -> dict[str, float | str]:
         assert first.correct, first.message
         candidate = sandbox._lanes.lanes[0].candidate
         restarts, after_crash, jobs = [], [], []
+        stages: list[dict[str, float]] = []
         for _ in range(rounds):
             candidate.kill()
             began = time.perf_counter()
             candidate.start()
             restarts.append(time.perf_counter() - began)
+            stages.append(dict(candidate.start_seconds))
             began = time.perf_counter()
             assert sandbox.evaluate(task, solution, measure_time=False).correct
             jobs.append(time.perf_counter() - began)
@@ -78,6 +83,10 @@ def measure(how: str, backend: str, rounds: int) -> dict[str, float | str]:
         "started_by": started_by,
         "first_pool_s": round(first_pool_s, 3),
         "restart_s": round(statistics.median(restarts), 3),
+        "restart_stages_s": {
+            k: round(statistics.median(s[k] for s in stages if k in s), 4)
+            for k in dict.fromkeys(k for s in stages for k in s)
+        },
         "after_crash_s": round(statistics.median(after_crash), 3),
         "job_s": round(statistics.median(jobs), 3),
     }

@@ -49,7 +49,10 @@ submission (waiting for a lane included).
 ``worker_start_s_median`` and ``worker_start_s_total``: the jobs that waited for their lane's
 worker to start again after a fault killed it, and how long (``extra["seconds"]
 ["worker_start"]`` of their verdicts; on the H100 a fresh interpreter's start cost the next job
-about 10 s).
+about 10 s). ``worker_start_stages_s_median``: where that start went, per stage (the old
+worker's kill, the fork or exec, the wait for its ready, and the worker's own stages within it:
+imports, the CUDA context, pinning the exchange, the warm-up kernel, the checks' warm-up,
+confinement), each the median over those jobs.
 
 One device call may not hold every job (on the H200 a faulty candidate that kills its worker
 costs the lane a worker's start, a hanging one the deadline too): ``--resume EARLIER_OUT_DIR``
@@ -329,10 +332,30 @@ def build_jobs(args: argparse.Namespace, config: SandboxConfig) -> tuple[list[Jo
     return jobs, honest_tasks
 
 
-def _worker_start(result: EvalResult | None) -> float | None:
+def _worker_start(result: EvalResult | None, key: str = "worker_start") -> float | None:
     seconds = result.extra.get("seconds") if result is not None else None
-    value = seconds.get("worker_start") if isinstance(seconds, dict) else None
+    value = seconds.get(key) if isinstance(seconds, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _worker_start_stages(result: EvalResult | None) -> dict[str, float]:
+    """The stages of the worker start this job waited for (``worker_start_<stage>``)."""
+    seconds = result.extra.get("seconds") if result is not None else None
+    return {
+        k[len("worker_start_") :]: float(v)
+        for k, v in (seconds.items() if isinstance(seconds, dict) else ())
+        if k.startswith("worker_start_") and isinstance(v, (int, float))
+    }
+
+
+def _stage_medians(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per stage of a worker's start (``Worker.start_seconds``), its median over the jobs that
+    waited for one."""
+    stages: dict[str, list[float]] = {}
+    for row in rows:
+        for stage, value in (row.get("worker_start_stages_s") or {}).items():
+            stages.setdefault(stage, []).append(value)
+    return {k: round(statistics.median(v), 4) for k, v in sorted(stages.items())}
 
 
 def verdict(r: EvalResult) -> list[Any]:
@@ -413,6 +436,7 @@ class Soak:
             "worker_starts": len(starts),
             "worker_start_s_median": statistics.median(starts) if starts else None,
             "worker_start_s_total": sum(starts),
+            "worker_start_stages_s_median": _stage_medians(self.rows),
             "elapsed_s": self.elapsed(),
         }
 
@@ -446,6 +470,7 @@ class Soak:
             "lane": result.extra.get("lane") if result is not None else None,
             # the seconds this job waited for its lane's worker to start again after a fault
             "worker_start_s": _worker_start(result),
+            "worker_start_stages_s": _worker_start_stages(result),
         }
         self.rows.append(row)
         example = {**row, "message": message[:300]}
@@ -502,6 +527,7 @@ class Soak:
         try:
             self._soak(sandbox)
         finally:
+            self._started_by(sandbox)
             t0 = time.monotonic()
             sandbox.close()
             self.report["close_s"] = time.monotonic() - t0
@@ -530,6 +556,16 @@ class Soak:
             if any(b is not None for b, _ in before_after)
             else None,
         )
+
+    def _started_by(self, sandbox: Sandbox) -> None:
+        """What started the lanes' candidate workers in the end (``fork`` asked for may have
+        fallen back to ``exec``: ``fork_unavailable`` says why)."""
+        from cuda_agent.kernel_sandbox._parent import spawn
+
+        started = sorted({lane.candidate.started_by for lane in sandbox._lanes.lanes} - {""})
+        if started:
+            self.report["worker_start"] = "+".join(started)
+        self.report["fork_unavailable"] = spawn.fork_unavailable
 
     def _soak(self, sandbox: Sandbox) -> None:
         args, cfg = self.args, sandbox.config
@@ -628,7 +664,7 @@ class Soak:
         )
 
 
-RUN_KEYS = ("date", "commit", "gpu", "lanes_per_gpu", "leaked_processes", "leaked_examples",
+RUN_KEYS = ("date", "commit", "gpu", "lanes_per_gpu", "worker_start", "leaked_processes", "leaked_examples",
             "gpu_mem_idle_before_mb", "gpu_mem_idle_after_mb", "stopped_early")  # fmt: skip
 
 

@@ -143,8 +143,22 @@ def test_the_job_that_waits_for_a_restarted_worker_says_how_long(how: str) -> No
         after = sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False)
         again = sandbox.evaluate(RELU, RELU.solutions["cpu"], measure_time=False)
     assert after.correct and again.correct
-    assert after.extra["seconds"]["worker_start"] > 0
+    spent = after.extra["seconds"]
+    assert spent["worker_start"] > 0
     assert "worker_start" not in again.extra["seconds"]  # its worker was there already
+    # ... and where that start went: the kill, the fork or exec, the wait for its ready
+    # (of which the worker's own stages are a part), summing to no more than the whole.
+    stages = {k: v for k, v in spent.items() if k.startswith("worker_start_")}
+    assert {"worker_start_kill", "worker_start_spawn", "worker_start_ready"} <= set(stages)
+    assert {"worker_start_imports", "worker_start_warm_checks", "worker_start_confine"} <= set(
+        stages
+    )
+    parent = sum(stages[f"worker_start_{k}"] for k in ("kill", "spawn", "ready"))
+    assert parent <= spent["worker_start"] + 1e-6
+    own = sum(
+        v for k, v in stages.items() if k[len("worker_start_") :] not in ("kill", "spawn", "ready")
+    )
+    assert own <= stages["worker_start_ready"] + 1e-3
 
 
 @pytest.mark.parametrize("workers", ["killed too", "left running"])
@@ -267,3 +281,62 @@ def test_a_worker_stuck_in_a_candidate_dies_with_the_program_that_made_it(tmp_pa
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(worker), f"worker {worker} outlived its program"
+
+
+ILLEGAL_ADDRESS = """
+import torch
+from torch import nn
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+SOURCE = r'''
+extern "C" __global__ void far(float* out) { out[1ull << 40] = 1.0f; }
+'''
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        cuda_kernel(SOURCE, "far")(grid=(1,), block=(1,), args=(out,))
+        torch.cuda.synchronize()
+        return out
+"""
+
+
+def _needs_cuda() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+def test_the_zygote_tells_a_loaded_cuda_driver_from_an_initialised_one() -> None:
+    # torch's CUDA builds load libcuda as they import; only cuInit makes a fork unusable. Asked
+    # in fresh interpreters, so that nothing here has initialised CUDA yet.
+    _needs_cuda()
+    probe = (
+        "import torch\n"
+        "from cuda_agent.kernel_sandbox._zygote import _cuda_driver_initialised as ask\n"
+        "before = ask()\n"
+        "torch.empty(1, device='cuda')\n"
+        "print(before, ask())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr
+
+
+@pytest.mark.gpu
+def test_forked_workers_judge_on_the_gpu_and_come_back_after_a_sticky_cuda_error() -> None:
+    _needs_cuda()
+    config = SandboxConfig(backend="cuda", workers=1, lanes_per_gpu=1, worker_start="fork")
+    relu = RELU.solutions["cuda"]
+    with Sandbox(config) as sandbox:
+        assert sandbox.evaluate(RELU, relu, measure_time=False).correct
+        candidate = sandbox._lanes.lanes[0].candidate
+        assert candidate.started_by == "fork", spawn.fork_unavailable
+        for fault in (SEGFAULT, ILLEGAL_ADDRESS):
+            assert sandbox.evaluate(RELU, fault, measure_time=False).status == "runtime_error"
+            after = sandbox.evaluate(RELU, relu)  # timed too: a forked worker's CUDA is whole
+            assert after.status == "ok", after.message
+            assert candidate.started_by == "fork"
+            assert after.extra["seconds"]["worker_start"] > 0

@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -102,7 +103,21 @@ extern "C" __global__ void cuda_agent_warm_up(float* out, const float* x, int n)
 """
 
 
-def _warm_cuda(runs_candidates: bool) -> int:
+class _StartClock:
+    """Where a worker's start goes, in seconds per stage since ``main`` began (its ``ready``
+    message's ``start_seconds``: the pool adds them to the first job's verdict)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.laps[stage] = round(self.laps.get(stage, 0.0) + now - self._last, 4)
+        self._last = now
+
+
+def _warm_cuda(runs_candidates: bool, clock: _StartClock) -> int:
     """Pay the first-use costs of a GPU worker now rather than in its first job (seconds on the
     H200): the CUDA context, the page-locked exchange window, and for a worker that runs
     candidates CuPy, NVRTC and the driver's launch path. Returns the bytes of the exchange
@@ -113,8 +128,11 @@ def _warm_cuda(runs_candidates: bool) -> int:
 
     pinned = 0
     try:
+        torch.empty(1, device="cuda")  # the CUDA context
+        clock.lap("cuda_context")
         fd = os.environ.get("CUDA_AGENT_EXCHANGE_FD")
         pinned = _exchange.pin(int(fd)) if fd else 0
+        clock.lap("pin_exchange")
         x = torch.randn(4096, device="cuda")
         out = torch.empty_like(x)
         if runs_candidates:
@@ -129,6 +147,7 @@ def _warm_cuda(runs_candidates: bool) -> int:
         torch.cuda.synchronize()
     except Exception:  # warm-up is an optimisation
         pass
+    clock.lap("warm_kernel")
     return pinned
 
 
@@ -220,6 +239,7 @@ def _warm_checks(device: str) -> None:
 
 
 def main() -> None:
+    clock = _StartClock()
     parent = os.environ.pop("CUDA_AGENT_PARENT_PID", "")  # a fresh interpreter's (``exec``)
     if parent:
         limits.die_with_parent(int(parent))
@@ -289,6 +309,7 @@ def main() -> None:
     }
 
     limits.limit_memory(int(os.environ.get("CUDA_AGENT_MAX_MEMORY", "0")))
+    clock.lap("imports")
 
     identity = {"torch": torch.__version__, "device": "cpu"}
     pinned = 0
@@ -296,12 +317,14 @@ def main() -> None:
     share = 1.0
     if os.environ.get("CUDA_AGENT_BACKEND") == "cuda" and torch.cuda.is_available():
         identity["device"] = torch.cuda.get_device_name(0)
-        pinned = _warm_cuda(runs_candidates)
+        clock.lap("cuda_init")
+        pinned = _warm_cuda(runs_candidates, clock)
         share = _gpu_share(role, lanes)
         if share < 1.0:
             _set_gpu_share(share)
     if runs_candidates:
         _warm_checks("cuda" if identity["device"] != "cpu" else "cpu")
+        clock.lap("warm_checks")
     # Files: candidate code may write only in this worker's home and the shared caches.
     confined = False
     if runs_candidates:
@@ -312,6 +335,7 @@ def main() -> None:
         tempfile.tempdir = str(home)
         cache_root().mkdir(parents=True, exist_ok=True)
         confined = _landlock.restrict_writes([str(home), str(cache_root()), "/dev"])
+        clock.lap("confine")
     ready = {
         "type": "ready",
         "pid": os.getpid(),
@@ -319,6 +343,7 @@ def main() -> None:
         "filesystem_confined": confined,
         "signals_confined": signals_confined,
         "pinned_exchange_bytes": pinned,
+        "start_seconds": clock.laps,
         **identity,
     }
     _send(channel, ready)

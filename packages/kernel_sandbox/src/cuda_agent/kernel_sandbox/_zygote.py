@@ -7,7 +7,8 @@ It runs no candidate and no task code: a child becomes a worker (``_worker.main`
 the fork, and confines itself there exactly as a worker started from a fresh interpreter does
 (limits, seccomp, Landlock, its network namespace). It never touches CUDA, so a child starts
 CUDA as a fresh process would; it refuses to serve (and the parent falls back to fresh
-interpreters) if a library it imported has loaded the CUDA driver.
+interpreters) if a library it imported has initialised the CUDA driver (loading it is harmless:
+torch's CUDA builds do as they import).
 
 Protocol, over the one socket (``SOCK_SEQPACKET``) the parent gave it as ``FD``, nothing else
 reaching it: it sends ``{"ready": true}`` (or ``{"ready": false, "reason": ...}``) once
@@ -24,6 +25,7 @@ with a candidate that never returns would not see its stdin close, and would spi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
@@ -47,10 +49,31 @@ def _preload() -> str:
     from ._reference import jobs, trivial_answers, trivial_rule  # noqa: F401
     from ._shared import device_exchange, sections  # noqa: F401
 
-    with open("/proc/self/maps") as maps:
-        if any("libcuda.so" in line for line in maps):
-            return "the CUDA driver was loaded before the fork"
+    if _cuda_driver_initialised():
+        return "the CUDA driver was initialised before the fork"
     return ""
+
+
+_CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def _cuda_driver_initialised() -> bool:
+    """Whether this process has initialised the CUDA driver (``cuInit``), after which a
+    forked child cannot use CUDA. The driver library merely being loaded is harmless, and
+    torch's CUDA builds load it as they import (torch 2.11+cu130 does): every driver call but
+    ``cuInit`` and ``cuDriverGetVersion`` answers ``CUDA_ERROR_NOT_INITIALIZED`` before
+    ``cuInit``, and ``cuDeviceGetCount`` initialises nothing itself. Where the library is
+    mapped but cannot be asked, this says it is initialised (the zygote then refuses)."""
+    with open("/proc/self/maps") as maps:
+        if not any("libcuda.so" in line for line in maps):
+            return False
+    try:  # the copy already loaded, never a new one
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+        count = ctypes.c_int(0)
+        answer = int(driver.cuDeviceGetCount(ctypes.byref(count)))
+    except (OSError, AttributeError):
+        return True
+    return answer != _CUDA_ERROR_NOT_INITIALIZED
 
 
 def _send(sock: socket.socket, message: dict[str, Any]) -> None:

@@ -64,6 +64,9 @@ class Worker:
         self.filesystem_confined = False
         self.signals_confined = False
         self.pinned_exchange_bytes = 0
+        # Where its last start went (seconds): "spawn" (the fork or exec), "ready" (from then to
+        # its ready message), and the worker's own stages (``_worker``'s ``start_seconds``).
+        self.start_seconds: dict[str, float] = {}
         self.identity: dict[str, str] = {}
         self.pass_fds: tuple[int, ...] = ()  # descriptors the worker inherits (the exchange)
         # Its lane's hold on the device's timing gate (None: every request granted at once),
@@ -130,10 +133,22 @@ class Worker:
         # worker is killed, never asked to exit, so it cannot remove its own.
         self.home = tempfile.mkdtemp(prefix="cuda-agent-worker-")
         env = {**self._env(), "CUDA_AGENT_HOME": self.home}
+        began = time.monotonic()
         self.proc, self.started_by = start_process(env, self.pass_fds, fork=self._forks())
+        spawned = time.monotonic()
         self._buffer = b""
         self.jobs_done = 0.0
         message = self._read(time.monotonic() + self.config.deadlines.startup, "startup")
+        stages = message.get("start_seconds")
+        self.start_seconds = {
+            "spawn": spawned - began,
+            "ready": time.monotonic() - spawned,
+            **{
+                str(k): float(v)
+                for k, v in (stages.items() if isinstance(stages, dict) else ())
+                if isinstance(v, (int, float))
+            },
+        }
         if message.get("type") != "ready":
             self.kill()
             raise WorkerDied(f"worker sent {message!r} instead of ready")
@@ -178,8 +193,10 @@ class Worker:
         if not self.alive() or self.jobs_done >= self.config.max_jobs_per_worker:
             t0 = time.monotonic()
             self.kill()
+            kill_s = time.monotonic() - t0
             self.start()
             start_s = time.monotonic() - t0
+            self.start_seconds["kill"] = kill_s
         self._send(job)
         deadlines = self.config.deadlines
         phase, deadline = "load", time.monotonic() + deadlines.load
@@ -207,7 +224,8 @@ class Worker:
                     self.kill()
                     raise WorkerDied("worker sent a malformed result")
                 if start_s and self.role == "candidate":  # the job's own time, not a check's
-                    add_seconds(result, worker_start=start_s)
+                    stages = {f"worker_start_{k}": v for k, v in self.start_seconds.items()}
+                    add_seconds(result, worker_start=start_s, **stages)
                 if message.get("retire") or self._buffer:
                     # A broken CUDA context, or messages past the result (someone else wrote
                     # on the channel): the next job gets a fresh worker.
