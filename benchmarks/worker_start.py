@@ -19,7 +19,7 @@ fork pays for starting the zygote, as a user's first pool does):
   worker's own stages: imports, the CUDA context, pinning the exchange, warm-ups, confinement).
 
 Records the date, machine, torch, commit and command (``benchmarks/gpu/provenance.py``).
-On CUDA, run it before trusting ``fork`` there (``auto`` execs on CUDA until measured).
+On CUDA (H100, 2026-12-06) a restart took 0.66 s forked against 11.6 s fresh.
 """
 
 from __future__ import annotations

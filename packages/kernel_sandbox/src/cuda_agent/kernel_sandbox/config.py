@@ -118,9 +118,9 @@ class SandboxConfig:
     reverify_speedup: float = 10.0
     max_jobs_per_worker: int = 200  # recycle a worker after this many jobs
     # How a worker process is made: "fork" from a zygote that has imported torch (0.02 s on
-    # 2 cores), "exec" a fresh interpreter (2.2 s there), "auto" fork on the CPU backend and exec
-    # on CUDA (forked workers are not yet measured on a GPU), unless $CUDA_AGENT_WORKER_START
-    # says "fork" or "exec". Either way it confines itself the same (``_parent/spawn.py``).
+    # 2 cores, 0.66 s with its CUDA context on an H100), "exec" a fresh interpreter (2.2 s and
+    # 11.6 s there); "auto" forks unless $CUDA_AGENT_WORKER_START says "fork" or "exec". Either
+    # way it confines itself the same (``_parent/spawn.py``).
     worker_start: Literal["auto", "fork", "exec"] = "auto"
     max_output_bytes: int = 64 * 1024 * 1024  # file-size limit for candidate processes
     # Largest total size of one trial's outputs (they travel to the reference worker).
@@ -202,11 +202,11 @@ class SandboxConfig:
 
     def forks_workers(self) -> bool:
         """Whether workers are forked from the zygote (``worker_start``: for ``"auto"``,
-        ``$CUDA_AGENT_WORKER_START`` may choose, else forked on the CPU backend only)."""
+        ``$CUDA_AGENT_WORKER_START`` may choose, else forked)."""
         how: str = self.worker_start
-        if how == "auto":  # (the environment may choose: to try forked workers on a GPU)
+        if how == "auto":  # (the environment may choose: to compare the two ways)
             how = os.environ.get("CUDA_AGENT_WORKER_START", "auto")
-        return how == "fork" or (how == "auto" and self.backend == "cpu")
+        return how != "exec"
 
     def resolved(self) -> SandboxConfig:
         """The same config with every ``auto`` value decided for this host and the tolerances

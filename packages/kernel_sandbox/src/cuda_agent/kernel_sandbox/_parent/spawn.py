@@ -6,11 +6,11 @@
   a worker imports and forks workers from that state; 0.02 s there). The worker then
   confines itself as a fresh one does. A zygote starts with a worker's environment and serves
   every worker of this process whose environment agrees on what libraries read as they load
-  (OpenMP's and the BLAS libraries' thread counts, ``PYTHONPATH``: ``_key``); it is started
+  (OpenMP's and BLAS's thread counts, ``PYTHONPATH``, the visible GPUs: ``_key``); it is started
   at the first such fork and again if it dies, and closed ``LINGER_S`` seconds after the last
   forked worker ends (``hold()`` keeps it); a process forked from this one makes its own.
-- ``auto``: ``$CUDA_AGENT_WORKER_START`` where set ("fork" or "exec"), else ``fork`` on the
-  CPU backend and ``exec`` on CUDA (forked workers have not yet been measured on a GPU).
+- ``auto``: ``$CUDA_AGENT_WORKER_START`` where set ("fork" or "exec"), else ``fork`` (on an
+  H100 a restart after a fault took 0.66 s forked against 11.6 s fresh).
 
 Either way the parent gets a handle with ``subprocess.Popen``'s ``pid``, ``stdin``,
 ``stdout``, ``poll()`` and ``wait(timeout)`` (the exit code, minus the signal that killed it).
@@ -284,7 +284,7 @@ _pending = 0
 _holds = 0
 _timer: threading.Timer | None = None
 _LOAD_TIME_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                  "GOTO_NUM_THREADS", "PYTHONPATH")  # fmt: skip
+                  "GOTO_NUM_THREADS", "PYTHONPATH", "CUDA_VISIBLE_DEVICES")  # fmt: skip
 
 
 def _key(env: Mapping[str, str]) -> tuple[str, ...]:
