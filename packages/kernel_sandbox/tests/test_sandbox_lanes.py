@@ -127,8 +127,47 @@ def test_a_timing_closes_the_gate_once_it_has_gathered_long_enough():
     assert log == ["r1", "w", "r2"]
 
 
-def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through():
-    gate = TimingGate()
+def test_a_drain_stalled_on_a_slow_reader_lets_readers_in_but_never_a_timing():
+    # A candidate hanging in its trials holds its section until the deadline: the other lanes'
+    # checks go on beside it (the side door), the timing waits for it and for them.
+    gate, log = TimingGate(gather_s=0.0, stall_s=0.2), []
+    slow, r2, r3, r4 = object(), object(), object(), object()
+    gate.acquire_read(slow)
+    w = _enter(gate, "write", log, "w")  # closes the gate at once
+    _settle()
+    t2 = threading.Thread(target=lambda: (gate.acquire_read(r2), log.append("r2")), daemon=True)
+    t2.start()
+    _settle()
+    assert log == []  # within the patience: a reader waits for the timing, as before
+    t2.join(5)  # the drain stalled: the side door lets it in
+    assert log == ["r2"] and gate.side_door == 1
+    gate.release_read(r2)
+    gate.acquire_read(r3)  # the door is open while the slow reader is inside
+    _settle()
+    assert log == ["r2"]  # but the timing waits for the slow reader, and for r3
+    gate.release_read(slow)  # the slow reader left: the gate closes again
+    t4 = threading.Thread(target=lambda: (gate.acquire_read(r4), log.append("r4")), daemon=True)
+    t4.start()
+    _settle()
+    assert log == ["r2"]  # r4 waits; the timing waits for r3 only
+    gate.release_read(r3)
+    w.join(5)
+    assert log == ["r2", "w"]
+    gate.release_write()
+    t4.join(5)
+    assert log == ["r2", "w", "r4"] and gate.side_door == 2
+    gate.release_read(r4)
+    assert gate.stats()["side_door"] == 2
+
+
+@pytest.mark.parametrize("stall_s", [1.0, 0.0005], ids=["patient", "side door often"])
+def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through(stall_s):
+    # (impatient: a timing closes the gate at once, and drains stall past 0.5 ms)
+    gate = (
+        TimingGate(stall_s=stall_s)
+        if stall_s >= 0.01
+        else TimingGate(gather_s=0.0, stall_s=stall_s)
+    )
     inside = {"read": 0, "write": 0}
     violations: list[str] = []
     lock = threading.Lock()
@@ -145,7 +184,8 @@ def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through
                 inside[mode] += 1
                 if inside["write"] > 1 or (inside["write"] and inside["read"]):
                     violations.append(str(inside))
-            time.sleep(rng.random() * 1e-4)
+            slow = mode == "read" and rng.random() < 0.02  # now and then a slow check
+            time.sleep(rng.random() * (2e-2 if slow else 1e-4))
             with lock:
                 inside[mode] -= 1
             hold.hold("none")
@@ -158,6 +198,8 @@ def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through
     assert not any(t.is_alive() for t in threads), "a lane never got through the gate"
     assert violations == []
     assert gate.timings > 0
+    if stall_s < 0.01:  # (slow checks held drains far past the patience)
+        assert gate.side_door > 0
 
 
 # ------------------------------------------------------------------ the gate's guests
@@ -434,6 +476,51 @@ def test_faults_stay_in_their_lane(tmp_path):
         assert set(case.get("flags", [])) <= set(verdict.flags), case["name"]
         assert honest.status == "ok", f"beside {case['name']}: {honest.message}"
     assert not (tmp_path / "planted.txt").exists()
+
+
+IDENTITY = """
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.clone()  # wrong wherever x < 0
+"""
+
+
+def test_a_hanging_candidate_stalls_the_timings_but_not_the_other_lanes_checks():
+    # Lane 1 hangs in its trials until the deadline; lane 2 reaches its timing, which must
+    # wait for the hang (it may be using the device); lane 3's wrong answers, which need no
+    # timing, are judged meanwhile (the gate's side door), not after the hang's deadline.
+    relu = TASKS["relu"]
+    hang = (REDTEAM / "cases" / "infinite_loop_python.py").read_text()
+    done: list[str] = []
+    deadlines = Deadlines(load=60.0, correctness=8.0, timing=20.0)
+    config = _lanes_config(lanes_per_gpu=3, static_checks=False, deadlines=deadlines)
+    with Sandbox(config) as sandbox:
+
+        def judge(name: str, source: str, expected: str) -> threading.Thread:
+            def run() -> None:
+                result = sandbox.evaluate(relu, source)
+                done.append(name if result.status == expected else f"{name}: {result.message}")
+
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
+            return thread
+
+        sandbox.evaluate(relu, relu.solutions["cpu"])  # every lane's workers up, baselines in
+        threads = [judge("hang", hang, "timeout")]
+        time.sleep(1.0)  # the hang is in its trials
+        threads.append(judge("timed", relu.solutions["cpu"], "ok"))
+        time.sleep(1.0)  # the timing has closed the gate and waits
+        for i in range(3):
+            threads.append(judge(f"wrong{i}", IDENTITY, "incorrect"))
+            threads[-1].join(60)
+        for thread in threads:
+            thread.join(60)
+        stats = sandbox.gate_stats()[0]
+    assert done.index("wrong2") < done.index("hang") < done.index("timed"), done
+    assert stats["side_door"] >= 1
 
 
 @pytest.mark.slow

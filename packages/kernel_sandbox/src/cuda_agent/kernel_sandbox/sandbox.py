@@ -339,14 +339,10 @@ class Sandbox:
         return list(self._executor.map(one, tasks))
 
     def gate_stats(self) -> list[dict[str, float]]:
-        """Per device: timings let through, their batches, and the seconds lanes waited to read
-        and to time, and guests (``device_work``) to enter."""
-        return [
-            {"timings": g.timings, "batches": g.batches, "read_wait_s": g.seconds_waited["read"],
-             "write_wait_s": g.seconds_waited["write"], "guests": g.guests,
-             "guest_wait_s": g.seconds_waited["guest"]}
-            for g in self._lanes.gates
-        ]  # fmt: skip
+        """Per device: timings let through, their batches, readers let in past a stalled
+        drain, and the seconds lanes waited to read and to time, and guests (``device_work``)
+        to enter (``TimingGate.stats``)."""
+        return [g.stats() for g in self._lanes.gates]
 
     @contextlib.contextmanager
     def device_work(self, device: str) -> Iterator[None]:

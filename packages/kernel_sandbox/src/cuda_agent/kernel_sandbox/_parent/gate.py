@@ -15,6 +15,15 @@ drained the readers alone). Readers that arrived while the gate was closed enter
 when that batch is done, before any timing that arrived later. So a reader waits for at most
 one batch, and a timing for at most ``gather_s``, one drain and its batch: neither starves.
 
+A reader that holds the gate for long breaks the promise of a short drain: a candidate that
+hangs in its trials, or a slow one, holds its section until the deadline (seconds), and behind
+the closed gate every other lane would wait with the timings. So when a drain has waited
+``stall_s`` for readers that were inside when the gate closed, the gate lets readers in again
+(a *side door*: correctness work beside correctness work, never beside a timing) until those
+readers have left; then it closes once more and the timings wait only for the readers that
+came in meanwhile (whose sections are short, or stall in their turn). The timings still wait
+for the slow reader, as they must: it may be using the device.
+
 A *guest* is device work of the gate's own process that is no lane's: the trainer's policy
 sampling on the GPU the sandbox times on (``Sandbox.device_work``). It may run beside any
 correctness work, but never beside a timing: a timing waits until the guests inside have left
@@ -48,11 +57,18 @@ class TimingGate:
     spent waiting, ``batches`` counts the write phases (``timings / batches``: the mean
     batch), ``guests`` the guests let in."""
 
-    def __init__(self, enabled: bool = True, gather_s: float = 0.25) -> None:
+    def __init__(self, enabled: bool = True, gather_s: float = 0.25, stall_s: float = 1.0) -> None:
         self.enabled = enabled
         self.gather_s = gather_s
+        self.stall_s = stall_s
         self._cond = threading.Condition()
         self._readers = 0  # lanes inside a correctness section
+        self._inside: dict[object, None] = {}  # their keys, in order of entry
+        self._waiting_keys: list[object] = []  # the keys of the readers waiting
+        self._draining: set[object] = set()  # readers inside when the gate closed
+        self._closed_at = 0.0
+        self._side_door = False  # readers enter past a stalled drain (module docstring)
+        self._side_admissions = 0  # counts side-door openings (waiting readers wake on it)
         self._writer: int | None = None  # the ticket of the lane timing now
         self._queue: deque[int] = deque()  # waiting writers' tickets, in order of arrival
         self._tickets = itertools.count()
@@ -69,28 +85,74 @@ class TimingGate:
         self.timings = 0
         self.batches = 0
         self.guests = 0  # guests let in
+        self.side_door = 0  # readers let in past a stalled drain
+
+    def stats(self) -> dict[str, float]:
+        """Timings let through, their batches, readers let in by the side door, and the
+        seconds lanes waited to read and to time, and guests to enter."""
+        return {"timings": self.timings, "batches": self.batches, "side_door": self.side_door,
+                "read_wait_s": self.seconds_waited["read"],
+                "write_wait_s": self.seconds_waited["write"], "guests": self.guests,
+                "guest_wait_s": self.seconds_waited["guest"]}  # fmt: skip
 
     # ------------------------------------------------------------------------------ readers
-    def acquire_read(self) -> float:
-        """Enter as a reader; returns the seconds waited."""
+    def acquire_read(self, key: object = None) -> float:
+        """Enter as a reader (``key``: who, for ``release_read``; a lane's ``LaneHold``);
+        returns the seconds waited."""
         started = time.perf_counter()
+        key = object() if key is None else key
         with self._cond:
-            if not self.enabled or (self._phase == "read" and not self._closed):
+            if not self.enabled or (
+                self._phase == "read" and (not self._closed or self._side_door)
+            ):
                 self._readers += 1
+                self._inside[key] = None
+                self.side_door += self._closed and self.enabled
                 return 0.0
             self._readers_waiting += 1
-            phase = self._read_phases
-            self._cond.wait_for(lambda: self._read_phases != phase)  # admitted, and counted
+            self._waiting_keys.append(key)
+            phase, side = self._read_phases, self._side_admissions
+            # admitted, and counted, when a read phase opens or the side door does
+            self._cond.wait_for(lambda: self._read_phases != phase or self._side_admissions != side)
             waited = time.perf_counter() - started
             self.seconds_waited["read"] += waited
             return waited
 
-    def release_read(self) -> None:
+    def release_read(self, key: object = None) -> None:
+        """Leave as the reader ``key`` (None: the one inside longest, for callers that
+        entered without a key)."""
         with self._cond:
             if self._readers <= 0:
                 raise RuntimeError("release_read without a reader inside")
+            if key is None or key not in self._inside:
+                key = next(iter(self._inside), None)
+            self._inside.pop(key, None)
             self._readers -= 1
+            self._draining.discard(key)
+            if self._side_door and not self._draining:
+                self._close()  # the slow readers left: the timings wait for the rest only
             self._advance()
+
+    def _close(self) -> None:
+        """With the lock held: no new reader until the coming batch is done; the timings wait
+        for the readers inside now."""
+        self._closed, self._side_door = True, False
+        self._closed_at = time.monotonic()
+        self._draining = set(self._inside)
+        self._cond.notify_all()  # waiting timings reckon their patience from now
+
+    def _open_side_door(self) -> None:
+        """With the lock held: the drain has stalled on slow readers; let readers in."""
+        self._side_door = True
+        self.side_door += self._readers_waiting
+        self._admit_waiting_readers()
+        self._side_admissions += 1
+        self._cond.notify_all()
+
+    def _admit_waiting_readers(self) -> None:
+        self._readers += self._readers_waiting
+        self._inside.update(dict.fromkeys(self._waiting_keys))
+        self._readers_waiting, self._waiting_keys = 0, []
 
     # ------------------------------------------------------------------------------ writers
     def acquire_write(self) -> float:
@@ -112,8 +174,18 @@ class TimingGate:
                     if timeout <= 0 and self._guests:
                         timeout = None  # readers go on while the guests finish (they notify)
                     elif timeout <= 0:
-                        self._closed = True  # gathered long enough: drain the readers
+                        self._close()  # gathered long enough: drain the readers
                         self._advance()
+                        continue
+                elif (
+                    self._phase == "read"
+                    and self._closed
+                    and self._draining
+                    and not self._side_door
+                ):
+                    timeout = self._closed_at + self.stall_s - time.monotonic()
+                    if timeout <= 0:
+                        self._open_side_door()  # the drain stalled on slow readers
                         continue
                 self._cond.wait(timeout)
             waited = time.perf_counter() - started
@@ -203,7 +275,7 @@ class TimingGate:
 
     def _new_batch(self) -> None:
         self._phase = "write"
-        self._closed = True
+        self._close()
         self._gather_until = None
         self._batch_end = self._queue[-1]
         self.batches += 1
@@ -215,9 +287,9 @@ class TimingGate:
 
     def _open_read_phase(self) -> None:
         self._phase = "read"
-        self._closed = False
-        self._readers += self._readers_waiting
-        self._readers_waiting = 0
+        self._closed, self._side_door = False, False
+        self._draining = set()
+        self._admit_waiting_readers()
         self._guests += self._guests_waiting  # (no timing is due now: it gathers afresh)
         self.guests += self._guests_waiting
         self._guests_waiting = 0
@@ -268,7 +340,7 @@ class LaneHold:
         if self.gate is None or mode == "none":
             self.mode = mode
             return 0.0
-        waited = self.gate.acquire_read() if mode == "read" else self.gate.acquire_write()
+        waited = self.gate.acquire_read(self) if mode == "read" else self.gate.acquire_write()
         self.mode = mode
         return waited
 
@@ -277,6 +349,6 @@ class LaneHold:
         if self.gate is None:
             return
         if mode == "read":
-            self.gate.release_read()
+            self.gate.release_read(self)
         elif mode == "write":
             self.gate.release_write()
