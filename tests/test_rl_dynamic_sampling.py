@@ -134,6 +134,29 @@ def test_a_step_record_says_why_a_task_went_unjudged():
     assert unjudged_reasons([_episode(1, 1.0, statuses=("ok",))]) == {}
 
 
+def test_a_step_record_sums_the_waits_for_restarted_workers():
+    # An answer that crashes its worker costs the next job the worker's start (11.6 s on an
+    # H100 with fresh interpreters): the step says how much of its time went there, counting
+    # a verdict shared by identical answers once.
+    from dataclasses import replace
+
+    from cuda_agent.runner.stages.rollouts import episode_stats
+
+    def judged(seconds: dict[str, float], **extra: object) -> Episode:
+        episode = _episode(0, 1.0, statuses=("ok",))
+        result = EvalResult(status="ok", extra={"seconds": seconds, **extra})
+        return replace(episode, turns=(replace(episode.turns[0], result=result),))
+
+    episodes = [
+        judged({"worker_start": 0.7, "worker_start_spawn": 0.01, "candidate": 0.2}),
+        judged({"worker_start": 0.7}, shared_verdict=True),  # the same job, counted once
+        judged({"candidate": 0.2}),
+        judged({"worker_start": 11.5}),
+    ]
+    assert episode_stats(episodes)["worker_start_s"] == pytest.approx(12.2)
+    assert episode_stats(episodes[2:3])["worker_start_s"] == 0.0
+
+
 def _unjudged(task: str, group: int, **extra: object) -> Episode:
     from dataclasses import replace
 

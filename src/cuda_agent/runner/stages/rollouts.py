@@ -227,11 +227,25 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
             for t in turns
             if t.result is not None
         ),
+        # the seconds the step's jobs waited for their lane's worker to start again after a
+        # fault killed it (an answer that crashes costs the next job a worker's start)
+        "worker_start_s": sum(
+            _worker_start_s(t.result.extra) for t in turns if t.result is not None
+        ),
         # the share of judged answers that were not a copy of another answer to the same task
         # in the same turn (1: every sample its own program; 1/group size: a collapsed policy)
         "distinct_answers": distinct_answers(turns),
         "unjudged_reasons": unjudged_reasons(episodes),
     }
+
+
+def _worker_start_s(extra: dict[str, Any]) -> float:
+    """A job's wait for its worker's start (``extra["seconds"]["worker_start"]``), 0 for a
+    verdict shared with an identical answer (its job counted once)."""
+    seconds = extra.get("seconds")
+    value = seconds.get("worker_start") if isinstance(seconds, dict) else None
+    shared = "shared_verdict" in extra
+    return float(value) if isinstance(value, (int, float)) and not shared else 0.0
 
 
 def unjudged_reasons(episodes: Sequence[Episode]) -> dict[str, str]:
