@@ -77,6 +77,13 @@ class TrainConfig:
     # sandbox lanes per GPU (on the CPU backend, of the host): several check candidates at
     # once while timing stays alone on its device (0 = auto: from the cores and memory)
     lanes_per_gpu: int = 0
+    # seconds a candidate's checks may take (the sandbox's correctness deadline; past it the
+    # answer is judged ``timeout``), for the training answers and the run's evaluations alike.
+    # A check holds the device's timing gate, so an answer that hangs there holds up every
+    # timing on its GPU this long: on the H100 (2026-12-06) one answer timed out at 60 s in an
+    # RL step and the 3 timings queued behind it took 60 s each; the other 253 correct answers
+    # of the run took at most 13.4 s of a lane each, checks and timing together
+    correctness_deadline_s: float = 60.0
     device: str = "auto"  # policy device
     tasks: str = ""  # training tasks: empty = the built-in training split; else a dir or file
     eval_tasks: str = ""  # held-out tasks: empty = the built-in held-out split; else a dir or file
@@ -259,6 +266,8 @@ class TrainConfig:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
         if self.train_budget_s < 0:
             raise ValueError("--train-budget-s must be >= 0 (0: no limit)")
+        if not self.correctness_deadline_s > 0:
+            raise ValueError("--correctness-deadline-s must be > 0")
         if self.kl_coef < 0:
             raise ValueError("--kl-coef must be >= 0")
         if self.kl_coef and not self.lora_rank:

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+from cuda_agent.kernel_sandbox import Deadlines, Sandbox, SandboxConfig
 from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.reward import renamed_keys
 
@@ -54,6 +54,23 @@ from .stages import baselines, evaluation, rft, rl, value, warmstart
 from .task_sets import named_parts, task_sets
 
 EVAL_POINTS = ("_before", "_warmstart", "_after")  # evaluation stages' name endings
+
+
+def sandbox_config(config: TrainConfig) -> SandboxConfig:
+    """The sandbox a run judges its answers and evaluations in: the config's backend, lanes and
+    correctness deadline; several processes each take their own GPU or part of the CPU's lanes
+    (``distributed.sandbox_share``)."""
+    return SandboxConfig(
+        backend=config.backend,
+        deadlines=Deadlines(correctness=config.correctness_deadline_s),
+        ray_address=config.ray_address or None,
+        **D.sandbox_share(
+            config.backend,
+            config.ray_sandbox_workers,
+            config.lanes_per_gpu or "auto",
+            on_ray=bool(config.ray_address),
+        ),
+    )
 
 
 def train(
@@ -104,20 +121,7 @@ def train(
         seed=config.seed,
     )
     policy = Policy.load(policy_config)
-    sandbox = Sandbox(
-        SandboxConfig(
-            backend=config.backend,
-            ray_address=config.ray_address or None,
-            # several processes: each its own GPU, or its part of the CPU's lanes
-            **D.sandbox_share(
-                config.backend,
-                config.ray_sandbox_workers,
-                config.lanes_per_gpu or "auto",
-                on_ray=bool(config.ray_address),
-            ),
-        ),
-        job_log=job_log_path(run_dir),
-    )
+    sandbox = Sandbox(sandbox_config(config), job_log=job_log_path(run_dir))
     on_gpu = str(policy.device).startswith("cuda")
     if D.launched_world() > 1 and on_gpu and sandbox.backend == "cuda" and not config.ray_address:
         # (D.sandbox_share: this process's sandbox has its GPU alone, the policy's cuda:RANK)
