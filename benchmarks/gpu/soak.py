@@ -52,7 +52,10 @@ worker to start again after a fault killed it, and how long (``extra["seconds"]
 about 10 s). ``worker_start_stages_s_median``: where that start went, per stage (the old
 worker's kill, the fork or exec, the wait for its ready, and the worker's own stages within it:
 imports, the CUDA context, pinning the exchange, the warm-up kernel, the checks' warm-up,
-confinement), each the median over those jobs.
+confinement), each the median over those jobs. ``seconds_by_part``: where the jobs' time went
+by their verdicts (``extra["seconds"]``: the candidate's checks, the reference's, timing, the
+waits at the timing gate...), summed over the jobs; each job's own in ``soak_jobs.jsonl``, and
+the pool's job log (each job's start on its lane and its end) in ``soak_job_log.jsonl``.
 
 One device call may not hold every job (on the H200 a faulty candidate that kills its worker
 costs the lane a worker's start, a hanging one the deadline too): ``--resume EARLIER_OUT_DIR``
@@ -348,6 +351,26 @@ def _worker_start_stages(result: EvalResult | None) -> dict[str, float]:
     }
 
 
+def _job_seconds(result: EvalResult | None) -> dict[str, float]:
+    """Where the job's time went, as its verdict says (``extra["seconds"]``: its parts, the
+    wait at the timing gate, the worker's start), without the worker start's stages."""
+    seconds = result.extra.get("seconds") if result is not None else None
+    return {
+        k: round(float(v), 4)
+        for k, v in (seconds.items() if isinstance(seconds, dict) else ())
+        if isinstance(v, (int, float)) and not k.startswith("worker_start_")
+    }
+
+
+def _seconds_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each part's seconds summed over the jobs (``_job_seconds``), the largest first."""
+    total: dict[str, float] = {}
+    for row in rows:
+        for part, value in (row.get("seconds") or {}).items():
+            total[part] = total.get(part, 0.0) + value
+    return {k: round(v, 1) for k, v in sorted(total.items(), key=lambda kv: -kv[1])}
+
+
 def _stage_medians(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Per stage of a worker's start (``Worker.start_seconds``), its median over the jobs that
     waited for one."""
@@ -437,6 +460,7 @@ class Soak:
             "worker_start_s_median": statistics.median(starts) if starts else None,
             "worker_start_s_total": sum(starts),
             "worker_start_stages_s_median": _stage_medians(self.rows),
+            "seconds_by_part": _seconds_by_part(self.rows),
             "elapsed_s": self.elapsed(),
         }
 
@@ -471,6 +495,7 @@ class Soak:
             # the seconds this job waited for its lane's worker to start again after a fault
             "worker_start_s": _worker_start(result),
             "worker_start_stages_s": _worker_start_stages(result),
+            "seconds": _job_seconds(result),
         }
         self.rows.append(row)
         example = {**row, "message": message[:300]}
@@ -523,7 +548,10 @@ class Soak:
         config = SandboxConfig(backend=args.backend, lanes_per_gpu=lanes, deadlines=deadlines,
                                worker_start=args.worker_start)  # fmt: skip
         self.report["worker_start"] = "fork" if config.forks_workers() else "exec"
-        sandbox = Sandbox(config)
+        # the pool's job log beside the figures (``$CUDA_AGENT_JOB_LOG`` where set): each job's
+        # arrival, start on its lane and verdict, to say where the lanes' time went
+        job_log = os.environ.get("CUDA_AGENT_JOB_LOG") or str(self.out / "soak_job_log.jsonl")
+        sandbox = Sandbox(config, job_log=job_log)
         try:
             self._soak(sandbox)
         finally:
