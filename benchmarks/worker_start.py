@@ -13,7 +13,11 @@ fork pays for starting the zygote, as a user's first pool does):
 - ``after_crash_s``: the median over ``rounds`` of an honest verdict right after a candidate
   that crashed its worker (the restart, then the job), as a red-team case or a bad RL answer
   costs the next job;
-- ``job_s``: the median of a verdict on a warm pool, for scale;
+- ``first_job_s``: the median of the first verdict on a worker just restarted (what a
+  fresh worker still pays in its first job), and ``first_job_parts_s`` its parts
+  (``extra["seconds"]``, medians);
+- ``job_s``: the median of the next verdict on that worker, warm, for scale, and
+  ``job_parts_s`` its parts;
 - ``restart_stages_s``: where a restart went, per stage, the median over the rounds
   (``Worker.start_seconds``: the fork or exec, the wait for its ready, and within that the
   worker's own stages: imports, the CUDA context, pinning the exchange, warm-ups, confinement).
@@ -64,6 +68,9 @@ def measure(how: str, backend: str, rounds: int) -> dict[str, float | str]:
         candidate = sandbox._lanes.lanes[0].candidate
         restarts, after_crash, jobs = [], [], []
         stages: list[dict[str, float]] = []
+        first_jobs: list[float] = []
+        first_parts: list[dict[str, float]] = []
+        warm_parts: list[dict[str, float]] = []
         for _ in range(rounds):
             candidate.kill()
             began = time.perf_counter()
@@ -71,8 +78,15 @@ def measure(how: str, backend: str, rounds: int) -> dict[str, float | str]:
             restarts.append(time.perf_counter() - began)
             stages.append(dict(candidate.start_seconds))
             began = time.perf_counter()
-            assert sandbox.evaluate(task, solution, measure_time=False).correct
+            first_job = sandbox.evaluate(task, solution, measure_time=False)
+            assert first_job.correct, first_job.message
+            first_jobs.append(time.perf_counter() - began)
+            first_parts.append(_parts(first_job.extra))
+            began = time.perf_counter()
+            warm = sandbox.evaluate(task, solution, measure_time=False)
+            assert warm.correct, warm.message
             jobs.append(time.perf_counter() - began)
+            warm_parts.append(_parts(warm.extra))
             crashed = sandbox.evaluate(task, CRASH, measure_time=False)
             assert crashed.status == "runtime_error", crashed.message
             began = time.perf_counter()
@@ -83,13 +97,25 @@ def measure(how: str, backend: str, rounds: int) -> dict[str, float | str]:
         "started_by": started_by,
         "first_pool_s": round(first_pool_s, 3),
         "restart_s": round(statistics.median(restarts), 3),
-        "restart_stages_s": {
-            k: round(statistics.median(s[k] for s in stages if k in s), 4)
-            for k in dict.fromkeys(k for s in stages for k in s)
-        },
+        "restart_stages_s": _medians(stages),
         "after_crash_s": round(statistics.median(after_crash), 3),
+        "first_job_s": round(statistics.median(first_jobs), 3),
+        "first_job_parts_s": _medians(first_parts),
         "job_s": round(statistics.median(jobs), 3),
+        "job_parts_s": _medians(warm_parts),
     }
+
+
+def _parts(extra: dict) -> dict[str, float]:
+    """A verdict's time by part (``extra["seconds"]``)."""
+    seconds = extra.get("seconds")
+    return {k: float(v) for k, v in (seconds or {}).items() if isinstance(v, (int, float))}
+
+
+def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the median over the rows that have it."""
+    keys = dict.fromkeys(k for row in rows for k in row)
+    return {k: round(statistics.median(r[k] for r in rows if k in r), 4) for k in keys}
 
 
 def main() -> None:
