@@ -28,7 +28,8 @@ steps:
   (``gpu_busy_steps``: the steps it is over);
 - ``median_step_s``, ``steps``, ``reruns_alone`` (jobs run again with the device alone after an
   out-of-memory beside other lanes), ``worker_start_s`` (the seconds jobs waited for their
-  lane's worker to start again after an answer's fault killed it), ``distinct_answers_first`` / ``_last`` (the mean share of
+  lane's worker to start again after an answer's fault killed it), ``gate_wait_s`` (the
+  seconds jobs waited at their device's timing gate), ``distinct_answers_first`` / ``_last`` (the mean share of
   distinct answers in the first and last five steps).
 
 ``--skip-first N`` adds the same figures without the first N steps (``without_first``): the
@@ -85,6 +86,7 @@ def figures(
         "gpu_busy_steps": len(clear) if busy_gpu is not None else 0,
         "reruns_alone": sum(s.get("reruns_alone", 0) for s in steps),
         "worker_start_s": round(sum(s.get("worker_start_s", 0.0) for s in steps), 1),
+        "gate_wait_s": round(sum(s.get("gate_wait_s", 0.0) for s in steps), 1),
         "distinct_answers_first": round(statistics.fmean(distinct[:5]), 3) if distinct else None,
         "distinct_answers_last": round(statistics.fmean(distinct[-5:]), 3) if distinct else None,
     }

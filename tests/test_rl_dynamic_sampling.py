@@ -134,7 +134,7 @@ def test_a_step_record_says_why_a_task_went_unjudged():
     assert unjudged_reasons([_episode(1, 1.0, statuses=("ok",))]) == {}
 
 
-def test_a_step_record_sums_the_waits_for_restarted_workers():
+def test_a_step_record_sums_the_waits_for_restarted_workers_and_at_the_gate():
     # An answer that crashes its worker costs the next job the worker's start (11.6 s on an
     # H100 with fresh interpreters): the step says how much of its time went there, counting
     # a verdict shared by identical answers once.
@@ -148,12 +148,14 @@ def test_a_step_record_sums_the_waits_for_restarted_workers():
         return replace(episode, turns=(replace(episode.turns[0], result=result),))
 
     episodes = [
-        judged({"worker_start": 0.7, "worker_start_spawn": 0.01, "candidate": 0.2}),
-        judged({"worker_start": 0.7}, shared_verdict=True),  # the same job, counted once
-        judged({"candidate": 0.2}),
+        judged({"worker_start": 0.7, "worker_start_spawn": 0.01, "gate_wait": 2.0}),
+        judged({"worker_start": 0.7, "gate_wait": 2.0}, shared_verdict=True),  # counted once
+        judged({"candidate": 0.2, "gate_wait": 60.0}),  # behind an answer hanging in its checks
         judged({"worker_start": 11.5}),
     ]
-    assert episode_stats(episodes)["worker_start_s"] == pytest.approx(12.2)
+    stats = episode_stats(episodes)
+    assert stats["worker_start_s"] == pytest.approx(12.2)
+    assert stats["gate_wait_s"] == pytest.approx(62.0)
     assert episode_stats(episodes[2:3])["worker_start_s"] == 0.0
 
 

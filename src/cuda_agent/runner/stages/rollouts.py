@@ -228,10 +228,11 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
             if t.result is not None
         ),
         # the seconds the step's jobs waited for their lane's worker to start again after a
-        # fault killed it (an answer that crashes costs the next job a worker's start)
-        "worker_start_s": sum(
-            _worker_start_s(t.result.extra) for t in turns if t.result is not None
-        ),
+        # fault killed it (an answer that crashes costs the next job a worker's start), and at
+        # their device's timing gate (a timing waits for the checks inside, a check for the
+        # timings due: an answer that hangs in its checks holds up every timing)
+        "worker_start_s": _job_seconds(turns, "worker_start"),
+        "gate_wait_s": _job_seconds(turns, "gate_wait"),
         # the share of judged answers that were not a copy of another answer to the same task
         # in the same turn (1: every sample its own program; 1/group size: a collapsed policy)
         "distinct_answers": distinct_answers(turns),
@@ -239,13 +240,17 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
     }
 
 
-def _worker_start_s(extra: dict[str, Any]) -> float:
-    """A job's wait for its worker's start (``extra["seconds"]["worker_start"]``), 0 for a
-    verdict shared with an identical answer (its job counted once)."""
-    seconds = extra.get("seconds")
-    value = seconds.get("worker_start") if isinstance(seconds, dict) else None
-    shared = "shared_verdict" in extra
-    return float(value) if isinstance(value, (int, float)) and not shared else 0.0
+def _job_seconds(turns: Sequence[Any], part: str) -> float:
+    """The seconds of ``part`` of the turns' jobs (their verdicts' ``extra["seconds"]``),
+    a verdict shared with an identical answer left out (its job counted once)."""
+    total = 0.0
+    for turn in turns:
+        extra = turn.result.extra if turn.result is not None else {}
+        seconds = extra.get("seconds")
+        value = seconds.get(part) if isinstance(seconds, dict) else None
+        if isinstance(value, (int, float)) and "shared_verdict" not in extra:
+            total += float(value)
+    return total
 
 
 def unjudged_reasons(episodes: Sequence[Episode]) -> dict[str, str]:
