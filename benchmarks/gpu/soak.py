@@ -692,8 +692,10 @@ class Soak:
         )
 
 
-RUN_KEYS = ("date", "commit", "gpu", "lanes_per_gpu", "worker_start", "leaked_processes", "leaked_examples",
-            "gpu_mem_idle_before_mb", "gpu_mem_idle_after_mb", "stopped_early")  # fmt: skip
+# (``gate``: this run's timing-gate figures; the report's top-level ``gate`` is the last run's)
+RUN_KEYS = ("date", "commit", "gpu", "lanes_per_gpu", "worker_start", "leaked_processes",
+            "leaked_examples", "gpu_mem_idle_before_mb", "gpu_mem_idle_after_mb", "stopped_early",
+            "gate")  # fmt: skip
 
 
 def soak_args(args: argparse.Namespace) -> dict[str, Any]:
