@@ -160,6 +160,27 @@ def test_a_drain_stalled_on_a_slow_reader_lets_readers_in_but_never_a_timing():
     assert gate.stats()["side_door"] == 2
 
 
+def test_the_side_door_opens_once_a_batch_so_a_timing_waits_for_two_drains_at_most():
+    gate, log = TimingGate(gather_s=0.0, stall_s=0.1), []
+    slow, second, late = object(), object(), object()
+    gate.acquire_read(slow)
+    w = _enter(gate, "write", log, "w")
+    time.sleep(0.3)  # the drain stalled: the side door is open
+    gate.acquire_read(second)  # in by the side door; it will be slow too
+    gate.release_read(slow)  # the gate closes again: the timing waits for `second` alone
+    t = threading.Thread(target=lambda: (gate.acquire_read(late), log.append("late")), daemon=True)
+    t.start()
+    time.sleep(0.3)  # past the patience again, but the door stays shut this batch
+    assert log == [] and gate.side_door == 1
+    gate.release_read(second)
+    w.join(5)
+    assert log == ["w"]
+    gate.release_write()
+    t.join(5)
+    assert log == ["w", "late"]
+    gate.release_read(late)
+
+
 @pytest.mark.parametrize("stall_s", [1.0, 0.0005], ids=["patient", "side door often"])
 def test_under_random_traffic_a_timing_is_always_alone_and_everyone_gets_through(stall_s):
     # (impatient: a timing closes the gate at once, and drains stall past 0.5 ms)

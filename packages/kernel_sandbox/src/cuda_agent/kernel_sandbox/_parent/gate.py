@@ -21,7 +21,8 @@ the closed gate every other lane would wait with the timings. So when a drain ha
 ``stall_s`` for readers that were inside when the gate closed, the gate lets readers in again
 (a *side door*: correctness work beside correctness work, never beside a timing) until those
 readers have left; then it closes once more and the timings wait only for the readers that
-came in meanwhile (whose sections are short, or stall in their turn). The timings still wait
+came in meanwhile. The side door opens once a batch, so a timing waits for at most two drains
+(were every check slow, it would otherwise wait drain after drain). The timings still wait
 for the slow reader, as they must: it may be using the device.
 
 A *guest* is device work of the gate's own process that is no lane's: the trainer's policy
@@ -68,6 +69,7 @@ class TimingGate:
         self._draining: set[object] = set()  # readers inside when the gate closed
         self._closed_at = 0.0
         self._side_door = False  # readers enter past a stalled drain (module docstring)
+        self._side_door_used = False  # it opened for the coming batch (it opens once a batch)
         self._side_admissions = 0  # counts side-door openings (waiting readers wake on it)
         self._writer: int | None = None  # the ticket of the lane timing now
         self._queue: deque[int] = deque()  # waiting writers' tickets, in order of arrival
@@ -143,7 +145,7 @@ class TimingGate:
 
     def _open_side_door(self) -> None:
         """With the lock held: the drain has stalled on slow readers; let readers in."""
-        self._side_door = True
+        self._side_door = self._side_door_used = True
         self.side_door += self._readers_waiting
         self._admit_waiting_readers()
         self._side_admissions += 1
@@ -181,7 +183,7 @@ class TimingGate:
                     self._phase == "read"
                     and self._closed
                     and self._draining
-                    and not self._side_door
+                    and not (self._side_door or self._side_door_used)
                 ):
                     timeout = self._closed_at + self.stall_s - time.monotonic()
                     if timeout <= 0:
@@ -287,7 +289,7 @@ class TimingGate:
 
     def _open_read_phase(self) -> None:
         self._phase = "read"
-        self._closed, self._side_door = False, False
+        self._closed, self._side_door, self._side_door_used = False, False, False
         self._draining = set()
         self._admit_waiting_readers()
         self._guests += self._guests_waiting  # (no timing is due now: it gathers afresh)
