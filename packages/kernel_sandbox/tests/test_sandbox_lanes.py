@@ -160,6 +160,30 @@ def test_a_drain_stalled_on_a_slow_reader_lets_readers_in_but_never_a_timing():
     assert gate.stats()["side_door"] == 2
 
 
+def test_a_guest_goes_in_by_the_side_door_and_the_timing_waits_for_it_too():
+    # The trainer's sampling (a guest) is not held up for a whole hang: once the drain has
+    # stalled it goes on beside the checks; the timing then waits for it as for them.
+    gate, log = TimingGate(gather_s=0.0, stall_s=0.2), []
+    slow = object()
+    gate.acquire_read(slow)
+    w = _enter(gate, "write", log, "w")
+    _settle()
+    early = _Guest(gate, log, "early")  # the gate is closed: it waits
+    _settle()
+    assert log == []
+    assert early.inside(log, "early")  # the drain stalled: in by the side door
+    late = _Guest(gate, log, "late")  # the door is open: in at once
+    assert late.inside(log, "late")
+    gate.release_read(slow)
+    _settle()
+    assert "w" not in log  # the guests are still inside
+    early.leave()
+    late.leave()
+    w.join(5)
+    assert log[-1] == "w"
+    gate.release_write()
+
+
 def test_the_side_door_opens_once_a_batch_so_a_timing_waits_for_two_drains_at_most():
     gate, log = TimingGate(gather_s=0.0, stall_s=0.1), []
     slow, second, late = object(), object(), object()
@@ -338,8 +362,9 @@ def test_a_guest_may_enter_again_inside_itself_though_a_timing_waits():
         gate.release_guest()
 
 
-def test_under_random_traffic_no_timing_runs_beside_a_guest_and_everyone_gets_through():
-    gate = TimingGate(gather_s=0.002)
+@pytest.mark.parametrize("stall_s", [1.0, 0.0005], ids=["patient", "side door often"])
+def test_under_random_traffic_no_timing_runs_beside_a_guest_and_everyone_gets_through(stall_s):
+    gate = TimingGate(gather_s=0.002, stall_s=stall_s)
     inside = {"read": 0, "write": 0, "guest": 0}
     violations: list[str] = []
     lock = threading.Lock()
@@ -363,7 +388,8 @@ def test_under_random_traffic_no_timing_runs_beside_a_guest_and_everyone_gets_th
             mode = "write" if rng.random() < 0.3 else "read"
             hold.hold(mode)
             check(mode)
-            time.sleep(rng.random() * 1e-4)
+            slow = mode == "read" and rng.random() < 0.02  # now and then a slow check
+            time.sleep(rng.random() * (2e-2 if slow else 1e-4))
             leave(mode)
             hold.hold("none")
 

@@ -21,7 +21,7 @@ the closed gate every other lane would wait with the timings. So when a drain ha
 ``stall_s`` for readers that were inside when the gate closed, the gate lets readers in again
 (a *side door*: correctness work beside correctness work, never beside a timing) until those
 readers have left; then it closes once more and the timings wait only for the readers that
-came in meanwhile. The side door opens once a batch, so a timing waits for at most two drains
+came in meanwhile. Guests (below) go in by the side door too. The side door opens once a batch, so a timing waits for at most two drains
 (were every check slow, it would otherwise wait drain after drain). The timings still wait
 for the slow reader, as they must: it may be using the device.
 
@@ -31,8 +31,10 @@ correctness work, but never beside a timing: a timing waits until the guests ins
 (the gate stays open to readers meanwhile: a guest holds it for seconds, not for one section),
 and a guest waits while a batch of timings runs or is due (queued past ``gather_s``), and enters
 with the readers when that batch is done. So a guest waits for at most one batch, and a timing
-for the guests that entered before its batch fell due. A thread inside as a guest may enter
-again (nested work of its own) without waiting.
+for the guests that entered before its batch fell due. A guest also goes in by the side door
+(above): the trainer's sampling goes on while a hanging candidate holds the timings up, and the
+timings wait for it too. A thread inside as a guest may enter again (nested work of its own)
+without waiting.
 
 ``enabled=False`` lets everything through at once: a control for the benchmark that must show
 the overlaps the gate prevents (``_shared.trace``).
@@ -148,6 +150,9 @@ class TimingGate:
         self._side_door = self._side_door_used = True
         self.side_door += self._readers_waiting
         self._admit_waiting_readers()
+        self._guests += self._guests_waiting  # the policy's sampling, say, goes on too
+        self.guests += self._guests_waiting
+        self._guests_waiting = 0
         self._side_admissions += 1
         self._cond.notify_all()
 
@@ -216,9 +221,12 @@ class TimingGate:
                 return 0.0
             if not self._guest_may_enter():
                 # admitted with the readers when the read phase opens (``_open_read_phase``)
+                # or the side door does (``_open_side_door``)
                 self._guests_waiting += 1
-                phase = self._read_phases
-                self._cond.wait_for(lambda: self._read_phases != phase)
+                phase, side = self._read_phases, self._side_admissions
+                self._cond.wait_for(
+                    lambda: self._read_phases != phase or self._side_admissions != side
+                )
             else:
                 self._guests += 1
                 self.guests += 1
@@ -250,13 +258,15 @@ class TimingGate:
             self.release_guest()
 
     def _guest_may_enter(self) -> bool:
-        """With the lock held: no timing runs, none is due (queued past its gathering)."""
+        """With the lock held: no timing runs, none is due (queued past its gathering), or the
+        side door is open (a drain stalled on slow checks: no timing can start before they
+        leave, so the guest's work goes on beside them)."""
         if not self.enabled:
             return True
         due = bool(self._queue) and (
             self._gather_until is None or time.monotonic() >= self._gather_until
         )
-        return self._phase == "read" and not self._closed and not due
+        return self._phase == "read" and (self._side_door or (not self._closed and not due))
 
     # ------------------------------------------------------------------------------ phases
     def _advance(self) -> None:
