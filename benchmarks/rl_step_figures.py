@@ -29,8 +29,8 @@ steps:
 - ``median_step_s``, ``steps``, ``reruns_alone`` (jobs run again with the device alone after an
   out-of-memory beside other lanes), ``worker_start_s`` (the seconds jobs waited for their
   lane's worker to start again after an answer's fault killed it), ``gate_wait_s`` (the
-  seconds jobs waited at their device's timing gate), ``distinct_answers_first`` / ``_last`` (the mean share of
-  distinct answers in the first and last five steps).
+  seconds jobs waited at their device's timing gate), ``distinct_answers_first`` / ``_last``
+  (the mean share of distinct answers in the first and last five steps).
 
 ``--skip-first N`` adds the same figures without the first N steps (``without_first``): the
 first step of a run pays the policy's first decoding shapes and the tasks' first visits.

@@ -94,6 +94,7 @@ from cuda_agent.kernel_sandbox import (
     Task,
     builtin_tasks,
 )
+from cuda_agent.kernel_sandbox._parent.job_log import ENV as JOB_LOG_ENV
 from cuda_agent.kernel_sandbox.static_checks import static_findings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,35 +336,31 @@ def build_jobs(args: argparse.Namespace, config: SandboxConfig) -> tuple[list[Jo
     return jobs, honest_tasks
 
 
-def _worker_start(result: EvalResult | None, key: str = "worker_start") -> float | None:
-    seconds = result.extra.get("seconds") if result is not None else None
-    value = seconds.get(key) if isinstance(seconds, dict) else None
-    return float(value) if isinstance(value, (int, float)) else None
+STAGE = "worker_start_"  # a worker start's stages in a verdict's seconds: STAGE + stage
 
 
-def _worker_start_stages(result: EvalResult | None) -> dict[str, float]:
-    """The stages of the worker start this job waited for (``worker_start_<stage>``)."""
-    seconds = result.extra.get("seconds") if result is not None else None
-    return {
-        k[len("worker_start_") :]: float(v)
-        for k, v in (seconds.items() if isinstance(seconds, dict) else ())
-        if k.startswith("worker_start_") and isinstance(v, (int, float))
+def _time_fields(result: EvalResult | None) -> dict[str, Any]:
+    """A job row's figures from its verdict's ``extra["seconds"]``: ``worker_start_s`` (the
+    seconds it waited for its lane's worker to start again after a fault killed it, or None),
+    ``worker_start_stages_s`` (where that start went) and ``seconds`` (its other parts: the
+    checks, timing, the waits at the timing gate, the worker's start)."""
+    given = result.extra.get("seconds") if result is not None else None
+    spent = {
+        k: float(v)
+        for k, v in (given.items() if isinstance(given, dict) else ())
+        if isinstance(v, (int, float))
     }
-
-
-def _job_seconds(result: EvalResult | None) -> dict[str, float]:
-    """Where the job's time went, as its verdict says (``extra["seconds"]``: its parts, the
-    wait at the timing gate, the worker's start), without the worker start's stages."""
-    seconds = result.extra.get("seconds") if result is not None else None
     return {
-        k: round(float(v), 4)
-        for k, v in (seconds.items() if isinstance(seconds, dict) else ())
-        if isinstance(v, (int, float)) and not k.startswith("worker_start_")
+        "worker_start_s": spent.get("worker_start"),
+        "worker_start_stages_s": {
+            k[len(STAGE) :]: v for k, v in spent.items() if k.startswith(STAGE)
+        },
+        "seconds": {k: round(v, 4) for k, v in spent.items() if not k.startswith(STAGE)},
     }
 
 
 def _seconds_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Each part's seconds summed over the jobs (``_job_seconds``), the largest first."""
+    """Each part's seconds summed over the jobs (``_time_fields``), the largest first."""
     total: dict[str, float] = {}
     for row in rows:
         for part, value in (row.get("seconds") or {}).items():
@@ -492,10 +489,7 @@ class Soak:
             "message_matches": matches,
             "wall_s": (result.wall_seconds if result is not None else None) or 0.0,
             "lane": result.extra.get("lane") if result is not None else None,
-            # the seconds this job waited for its lane's worker to start again after a fault
-            "worker_start_s": _worker_start(result),
-            "worker_start_stages_s": _worker_start_stages(result),
-            "seconds": _job_seconds(result),
+            **_time_fields(result),
         }
         self.rows.append(row)
         example = {**row, "message": message[:300]}
@@ -550,7 +544,7 @@ class Soak:
         self.report["worker_start"] = "fork" if config.forks_workers() else "exec"
         # the pool's job log beside the figures (``$CUDA_AGENT_JOB_LOG`` where set): each job's
         # arrival, start on its lane and verdict, to say where the lanes' time went
-        job_log = os.environ.get("CUDA_AGENT_JOB_LOG") or str(self.out / "soak_job_log.jsonl")
+        job_log = os.environ.get(JOB_LOG_ENV) or str(self.out / "soak_job_log.jsonl")
         sandbox = Sandbox(config, job_log=job_log)
         try:
             self._soak(sandbox)

@@ -21,9 +21,10 @@ the closed gate every other lane would wait with the timings. So when a drain ha
 ``stall_s`` for readers that were inside when the gate closed, the gate lets readers in again
 (a *side door*: correctness work beside correctness work, never beside a timing) until those
 readers have left; then it closes once more and the timings wait only for the readers that
-came in meanwhile. Guests (below) go in by the side door too. The side door opens once a batch, so a timing waits for at most two drains
-(were every check slow, it would otherwise wait drain after drain). The timings still wait
-for the slow reader, as they must: it may be using the device.
+came in meanwhile. Guests (below) go in by the side door too. The side door opens once a
+batch, so a timing waits for at most two drains (were every check slow, it would otherwise
+wait drain after drain). The timings still wait for the slow reader, as they must: it may be
+using the device.
 
 A *guest* is device work of the gate's own process that is no lane's: the trainer's policy
 sampling on the GPU the sandbox times on (``Sandbox.device_work``). It may run beside any
