@@ -172,6 +172,20 @@ def test_two_processes_make_the_one_process_run(tmp_path, inputs, two_process_ru
     assert [p.name for p in (two / "checkpoints").iterdir()] == ["rl-1"]
 
 
+def _running(run: Path) -> list[int]:
+    """The live processes whose command line names ``run`` (the killed run's workers)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if str(run).encode() in cmdline and stat not in ("Z", "X"):
+            found.append(int(proc.name))
+    return found
+
+
 def _state(run: Path) -> dict:
     try:
         return json.loads((run / "state.json").read_text())
@@ -188,17 +202,25 @@ def test_a_two_process_run_killed_mid_run_resumes_under_two(
     run = tmp_path / "killed"
     write_rewarded_episodes(run)
     command = train_command(2, *_args(run, inputs), launcher="accelerate")
-    proc = subprocess.Popen(command, cwd=ROOT, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    err = tmp_path / "killed.err"
+    with err.open("w") as sink:
+        proc = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                                stderr=sink, start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and proc.poll() is None:
         if _state(run).get("stage_steps", {}).get("rl_warmup", 0) >= 1:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both processes
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher (not its workers: below)
             break
         time.sleep(0.1)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    # the launcher's workers (sessions of their own, out of the kill's reach) end with it
+    # (``run_lock.stop_with_launcher``), before the resumed run starts
+    while _running(run) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(run), "a worker of the killed launcher went on running"
+    said = err.read_text()  # (a worker lived on some seconds before this, and wrote)
+    assert said.count("the launcher (pid") == 2, said[-4000:]
     again = train_command(2, "--resume", str(run), "--quiet", launcher="accelerate")
     resumed = subprocess.run(again, cwd=ROOT, env=_env(), capture_output=True, text=True,
                              timeout=HANG_S)  # fmt: skip

@@ -12,6 +12,7 @@ Layout of a run directory::
     adapter/           the final adapter
     summary.json       written at the end
     report.html        then the page a person reads (``report``), from the files above
+    .lock              held by the invocation writing the run (``run_lock.py``)
     jobs.jsonl         the sandbox's job log (``job_log_path``): each job's arrival, lane and
                        verdict as they happened (``kernel-sandbox jobs``), for a run that stalled
 

@@ -396,6 +396,7 @@ def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | No
     from .budget import BudgetError
     from .context import InitFromError, StabilityError
     from .deadline import EX_TEMPFAIL, Deadline, DeadlineStop
+    from .run_lock import RunInUseError
     from .task_sets import TaskSetError
     from .train import train
 
@@ -410,7 +411,14 @@ def _train_command(args: argparse.Namespace, config: TrainConfig, at: float | No
         if distributed.is_main():
             print(f"cuda-agent: {exc}", file=sys.stderr)
         return EX_TEMPFAIL
-    except (ModelNotAvailableError, TaskError, BudgetError, TaskSetError, InitFromError) as exc:
+    except (
+        ModelNotAvailableError,
+        TaskError,
+        BudgetError,
+        TaskSetError,
+        InitFromError,
+        RunInUseError,
+    ) as exc:
         # A user's mistake (a model or task that is not there): say what to do, no traceback.
         print(f"cuda-agent: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,8 @@ from typing import Any, NoReturn, TypeVar
 
 import torch
 
+from .run_lock import stop_with_launcher
+
 T = TypeVar("T")
 
 
@@ -72,6 +74,9 @@ def setup(device: str) -> str:
     ``Accelerator`` sees the same processes."""
     if launched_world() <= 1:
         return device
+    # the launcher's workers are in sessions of their own: killing the launcher leaves them
+    # running the job beside its resumption, unless they end with it (``run_lock``)
+    stop_with_launcher()
     cuda = device != "cpu" and torch.cuda.is_available()
     if cuda:
         device = f"cuda:{local_rank()}"

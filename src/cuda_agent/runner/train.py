@@ -50,6 +50,7 @@ from .eval.comparison import compare_files, compare_sets, read_rows
 from .metrics import NullMetrics, RunMetrics, StageProgress, plot_curves
 from .report import write_report
 from .report.terminal import train_table
+from .run_lock import RunInUseError, RunLock
 from .stages import baselines, evaluation, rft, rl, value, warmstart
 from .task_sets import named_parts, task_sets
 
@@ -87,11 +88,38 @@ def train(
     started = time.perf_counter()
     D.check(config)
     device = D.setup(config.device)  # several processes: join them (this one's device)
+    run_dir = Path(D.broadcast(str(config.out_dir())))  # (a default name is rank 0's time)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir) if D.is_main() else None  # the writer holds the directory
+    refused = None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except RunInUseError as exc:
+            refused = str(exc)
+    refused = D.broadcast(refused)  # (every process stops, none waits in a collective)
+    if refused:
+        raise RunInUseError(refused)
+    try:
+        return _train(config, run_dir, device, log, progress, deadline, started)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(
+    config: TrainConfig,
+    run_dir: Path,
+    device: str,
+    log: Log,
+    progress: bool,
+    deadline: Deadline | None,
+    started: float,
+) -> dict[str, Any]:
+    """``train`` once this process holds the run directory (rank 0) or is one of its job's."""
     main = D.is_main()
     if not main:  # rank 0 speaks for the run
         log, progress = (lambda _line: None), False
-    run_dir = Path(D.broadcast(str(config.out_dir())))  # (a default name is rank 0's time)
-    run_dir.mkdir(parents=True, exist_ok=True)
     state = D.broadcast(load_state(run_dir) if main else None)  # read before rank 0 writes
     assert state is not None
     init = None
