@@ -72,6 +72,32 @@ def test_the_heldout_compositions_are_the_generators_with_the_writers_solutions(
         assert cuda_solution(c) == cuda and check_candidate_source(cuda) == [], c.name
 
 
+def test_the_axis_compositions_are_the_generators_with_the_writers_solutions():
+    """Seed 3 (``scripts/make_axis_compositions.py``): ``compose(axes=True)``'s draws, each
+    composing its axis reduction with another operator; every file is what the writers write
+    (a warp variant for a last-axis reduction only), the CUDA ones pass the static checks, and
+    most reduce a middle axis, as KernelBench's level-1 reductions do."""
+    root = ROOT.parent / "axis_compositions"
+    rows = [json.loads(line) for line in (root / "manifest.jsonl").read_text().splitlines()]
+    assert len(rows) == 120 and all(r["kept"] and r["solution"] for r in rows)
+    axis_ops = {n for n, op in catalogue().items() if op.axis}
+    middle = 0
+    for r in rows:
+        c = compose(random.Random(f"3:{r['index']}"), r["index"], 3, teachable=True, axes=True)
+        assert c.name == r["name"] and c.source == (root / c.name / "task.py").read_text()
+        assert len(c.ops) >= 2 and len(set(c.ops) & axis_ops) == 1, c.name
+        assert cpu_solution(c) == (root / c.name / "solution_cpu.py").read_text(), c.name
+        cuda = (root / c.name / "solution_cuda_compact.py").read_text()
+        assert cuda_solution(c) == cuda and check_candidate_source(cuda) == [], c.name
+        warp = root / c.name / "solution_cuda_warp.py"
+        assert warp.exists() == has_reduction(c), c.name
+        if has_reduction(c):
+            assert warp.read_text() == cuda_solution(c, "warp"), c.name
+        else:
+            middle += 1
+    assert middle >= 40
+
+
 def test_a_reduction_is_a_block_per_row_and_mixes_no_float_into_double_calls():
     """NVRTC has no fmax(double, float): a max or min accumulates (double)v (the H200 rejected
     all 7 amax/amin kernels of the first run with 'more than one instance of overloaded
@@ -114,7 +140,7 @@ def test_each_reduction_ships_its_warp_variant_and_the_loaded_task_carries_it():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cpu_compositions", "heldout_compositions"])
+@pytest.mark.parametrize("name", ["cpu_compositions", "heldout_compositions", "axis_compositions"])
 def test_the_warp_variants_pass_the_sandbox_on_a_gpu(name):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
@@ -126,7 +152,7 @@ def test_the_warp_variants_pass_the_sandbox_on_a_gpu(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cpu_compositions", "heldout_compositions"])
+@pytest.mark.parametrize("name", ["cpu_compositions", "heldout_compositions", "axis_compositions"])
 def test_the_embedded_cuda_solutions_pass_the_sandbox_on_a_gpu(name):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")

@@ -1,7 +1,7 @@
 """``cuda-agent synth``: synthesize tasks by operator composition (``cuda_agent.data.synth``).
 
     cuda-agent synth --count 1000 --out tasks/ [--backend cpu|cuda] [--max-ops 5] [--seed S]
-        [--workers N] [--kernelbench DIR] [--teachable] [--keep-heldout]
+        [--workers N] [--kernelbench DIR] [--teachable [--axes]] [--keep-heldout]
 
 By default no synthesized task may meet the evaluation sets shipped here (the built-in
 held-out tasks, ``task_sets.HELDOUT``, and the held-out compositions): their operator
@@ -37,6 +37,12 @@ def add_parser(sub: Any) -> None:
     )
     synth.add_argument(
         "--teachable", action="store_true", help="only chains with a C reference solution"
+    )
+    synth.add_argument(
+        "--axes",
+        action="store_true",
+        help="chains that reduce the axis an integer constructor argument names, as "
+        "KernelBench's level-1 reductions (with --teachable)",
     )
     synth.add_argument("--no-solutions", action="store_true", help="write no reference solutions")
     synth.add_argument(
@@ -74,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             workers=args.workers or max(1, (os.cpu_count() or 2) // 2),
             teachable=args.teachable,
+            axes=args.axes,
             solutions=not args.no_solutions,
             against=against,
             exclude_families=exclude,

@@ -12,7 +12,10 @@ named set, several joined by ``+``:
   cuda-agent-data), ``synth-variants`` (the 47 of them with a variant solution: the row
   reductions, whose warp-per-row layout a warm start with ``--warmstart-solutions
   compact+variants`` teaches beside the block-per-row one; RL from that warm start on these
-  tasks has two answers per prompt to choose between);
+  tasks has two answers per prompt to choose between), ``synth-axes`` (the compositions
+  shipped with cuda-agent-data whose reduction is over the axis an integer constructor
+  argument names, ``dim``, as KernelBench's level-1 reductions are: a middle axis of a 3-D
+  input or the last, kept or dropped);
 - evaluation sets (``EVAL_SETS``): ``heldout-ops`` (the six built-in held-out tasks, the
   default), ``heldout-compositions`` (compositions shipped with cuda-agent-data whose operator
   combinations no training set has: ``data.load_embedded("heldout_compositions")``) and
@@ -43,9 +46,15 @@ class TaskSetError(ValueError):
     """The training and held-out sets meet."""
 
 
-TRAINING_SETS = ("builtin", "starter", "compact", "synth", "synth-variants")
+TRAINING_SETS = ("builtin", "starter", "compact", "synth", "synth-variants", "synth-axes")
 EVAL_SETS = ("heldout-ops", "heldout-compositions", "kernelbench-l1-subset")
 BUILTIN_SETS = set(TRAINING_SETS)
+# the named sets shipped with cuda-agent-data (``data.load_embedded``)
+EMBEDDED_SETS = {
+    "synth": "cpu_compositions",
+    "synth-axes": "axis_compositions",
+    "heldout-compositions": "heldout_compositions",
+}
 # Built-in tasks never trained on by default: elementwise activations and row reductions
 # beside the starter suite's relu, silu, gelu_tanh and row_sum, none of them in it.
 HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
@@ -96,11 +105,10 @@ def load_set(source: str, kernelbench: str = "") -> list[Task]:
         return [t for t in builtin_tasks() if t.name in HELDOUT]
     if source == "synth-variants":
         return [t for t in load_set("synth") if t.variant_solutions]
-    if source in ("synth", "heldout-compositions"):
+    if source in EMBEDDED_SETS:
         from cuda_agent.data import load_embedded
 
-        name = "cpu_compositions" if source == "synth" else "heldout_compositions"
-        return load_embedded(name).tasks()
+        return load_embedded(EMBEDDED_SETS[source]).tasks()
     if source == "kernelbench-l1-subset":
         from .kernelbench_subset import load_l1_subset
 

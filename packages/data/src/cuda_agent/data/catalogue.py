@@ -6,7 +6,9 @@ ranks it accepts, its scalar parameters and, for layers, its constructor. The sh
 are not written down: ``Op.output_shape`` runs the op's own forward line on ``meta`` tensors, so
 torch itself propagates the shape. ``c`` is the same operator as a C expression over ``v`` (the
 element), which lets ``solutions.py`` write a CPU reference solution for compositions of such
-operators.
+operators. An ``axis`` op reduces the axis an integer constructor argument names
+(``torch.sum(x, dim=self.dim)``, KernelBench's level-1 form); ``compose(axes=True)`` alone
+draws them.
 
 All ops take and return float32 tensors (``DTYPES``).
 """
@@ -44,8 +46,9 @@ class Param:
 
 @dataclass(frozen=True)
 class Reduction:
-    """A reduction over the last dimension in C: ``acc`` starts at ``init``, takes ``step`` per
-    element (over ``acc`` and ``v``) and ends as ``finish`` (over ``acc`` and ``cols``).
+    """A reduction in C (over the last dimension, or an axis op's): ``acc`` starts at
+    ``init``, takes ``step`` per element (over ``acc`` and ``v``) and ends as ``finish`` (over
+    ``acc`` and ``cols``, the reduced length).
     ``combine`` joins two partial accumulators ``{a}`` and ``{b}`` (a CUDA block's threads)."""
 
     init: str
@@ -77,32 +80,54 @@ class Op:
     weight: float = 1.0
     cost: float = 8.0
     shape: Callable[[Dims, str], Dims] = field(default=lambda dims, new: dims, repr=False)
+    axis: bool = False  # reduces the axis an integer constructor argument names (``{dim}``)
 
     @property
     def teachable(self) -> bool:
         """Whether ``solutions.py`` can write it in C (an elementwise expression or a
-        last-dimension reduction)."""
+        reduction, over the last dimension or an axis op's)."""
         return bool(self.c) or self.reduce is not None
 
-    def forward_line(self, x: str, y: str, module: str, names: Mapping[str, str]) -> str:
-        """The op's expression in a forward, its parameters renamed by ``names``."""
+    def forward_line(
+        self, x: str, y: str, module: str, names: Mapping[str, str], keepdim: bool = False
+    ) -> str:
+        """The op's expression in a forward, its parameters renamed by ``names`` (an axis
+        op's ``dim`` too); ``keepdim`` an axis op's ``keepdim=True``."""
         fields = {p.name: f"self.{names.get(p.name, p.name)}" for p in self.params}
+        if self.axis:
+            fields["dim"] = f"self.{names.get('dim', 'dim')}"
+            fields["keepdim"] = ", keepdim=True" if keepdim else ""
         return self.call.format(x=x, y=y, m=f"self.{module}", **fields)
 
+    def step_shape(self, dims: Dims, new: str, axis: int | None, keepdim: bool) -> Dims:
+        """The symbolic output shape: ``shape``, or for an axis op ``dims`` without its
+        ``axis``-th dimension (``1`` in its place with ``keepdim``)."""
+        if not self.axis:
+            return self.shape(dims, new)
+        if axis is None or not 0 <= axis < len(dims):
+            raise ValueError(f"{self.name}: axis {axis} of a {len(dims)}-dimensional input")
+        return (*dims[:axis], *(("1",) if keepdim else ()), *dims[axis + 1 :])
+
     def output_shape(
-        self, shape: tuple[int, ...], init_sizes: Mapping[str, int] | None = None
+        self,
+        shape: tuple[int, ...],
+        init_sizes: Mapping[str, int] | None = None,
+        axis: int | None = None,
+        keepdim: bool = False,
     ) -> tuple[int, ...]:
         """The shape torch gives for an input of ``shape``: the forward line run on ``meta``
-        tensors (no data, no compute); a layer is built on ``meta`` too. Raises what torch
-        raises for a shape the op does not accept."""
+        tensors (no data, no compute); a layer is built on ``meta`` too, an axis op given
+        ``axis`` and ``keepdim``. Raises what torch raises for a shape the op does not
+        accept."""
         x = torch.empty(shape, device="meta")
         owner = SimpleNamespace(**{p.name: (p.low + p.high) / 2 for p in self.params})
+        owner.dim = axis
         if self.init:
             sizes = {"in": shape[1] if len(shape) == 4 else shape[-1], "new": 8}
             sizes.update(init_sizes or {})
             with torch.device("meta"):
                 owner.layer = eval(self.init.format(**sizes), _NAMESPACE)
-        line = self.forward_line("x", "y", "layer", {})
+        line = self.forward_line("x", "y", "layer", {}, keepdim)
         out = eval(
             line, _NAMESPACE, {"x": x, "y": torch.empty(shape, device="meta"), "self": owner}
         )
@@ -142,6 +167,13 @@ def _binary(name: str, target: str, call: str, c: str) -> Op:
 
 def _reduction(name: str, target: str, call: str, reduce: Reduction | None) -> Op:
     return Op(name, target, "reduction", call, (2, 3, 4), reduce=reduce, cost=4.0, shape=_drop_last)
+
+
+def _axis_reduction(name: str, target: str, call: str, reduce: Reduction) -> Op:
+    """A reduction over the axis ``self.dim`` (an integer constructor argument), as
+    KernelBench's level-1 reductions: ``torch.sum(x, dim=self.dim, keepdim=True)``. Drawn only
+    by ``compose(axes=True)``."""
+    return Op(name, target, "reduction", call, (2, 3), reduce=reduce, cost=4.0, axis=True)
 
 
 _SOFTPLUS = "(v > 20.f ? v : log1pf(expf(v)))"
@@ -248,6 +280,21 @@ _OPS: tuple[Op, ...] = (
         Reduction("0.0", "acc += (double)v * v", "sqrt(acc)"),
     ),
     _reduction("logsumexp", "torch.logsumexp", "torch.logsumexp({x}, dim=-1)", None),
+    # The same reductions over the axis a constructor argument names (KernelBench's forms)
+    _axis_reduction("sum_dim", "torch.sum", "torch.sum({x}, dim={dim}{keepdim})", Reduction("0.0", "acc += v", "acc")),
+    _axis_reduction("mean_dim", "torch.mean", "torch.mean({x}, dim={dim}{keepdim})", Reduction("0.0", "acc += v", "acc / cols")),
+    _axis_reduction(
+        "max_dim", "torch.max", "torch.max({x}, dim={dim}{keepdim})[0]", Reduction("-INFINITY", "acc = fmax(acc, (double)v)", "acc", "fmax({a}, {b})")
+    ),
+    _axis_reduction(
+        "min_dim", "torch.min", "torch.min({x}, dim={dim}{keepdim})[0]", Reduction("INFINITY", "acc = fmin(acc, (double)v)", "acc", "fmin({a}, {b})")
+    ),
+    _axis_reduction(
+        "norm_dim",
+        "torch.linalg.vector_norm",
+        "torch.linalg.vector_norm({x}, dim={dim}{keepdim})",
+        Reduction("0.0", "acc += (double)v * v", "sqrt(acc)"),
+    ),
     Op("softmax", "torch.softmax", "row", "torch.softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
     Op("log_softmax", "torch.log_softmax", "row", "torch.log_softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
     Op("normalize", "torch.nn.functional.normalize", "row", "F.normalize({x}, dim=-1)", (2, 3, 4), cost=12.0),
@@ -309,12 +356,12 @@ def catalogue() -> dict[str, Op]:
 
 def chain_teachable(first_input: Dims, ops: Sequence[str]) -> bool:
     """Whether ``solutions.py`` can write a chain of ``ops`` (names, in order) on a first input
-    of shape ``first_input`` in C: the input 2-D, every op ``teachable``, at most one reduction
+    of shape ``first_input`` in C: the input 2-D or 3-D, every op ``teachable``, at most one reduction
     and no second input after it. ``Composition.teachable`` asks it; ``compose`` draws only such
     chains with ``teachable=True``."""
     known = catalogue()
     reduced = False
-    if len(first_input) != 2:
+    if len(first_input) not in (2, 3):
         return False
     for name in ops:
         op = known[name]
@@ -336,7 +383,10 @@ def describe(op: Op) -> dict[str, object]:
         "params": [p.name for p in op.params],
         "teachable": op.teachable,
         "shapes": {
-            str(rank): [list(examples[rank]), list(op.output_shape(examples[rank]))]
+            str(rank): [
+                list(examples[rank]),
+                list(op.output_shape(examples[rank], axis=1 if op.axis else None)),
+            ]
             for rank in op.ranks
         },
     }

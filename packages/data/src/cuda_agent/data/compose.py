@@ -52,7 +52,8 @@ OP_COUNTS: Mapping[int, float] = {1: 0.05, 2: 0.84, 3: 0.06, 4: 0.03, 5: 0.02}
 class Step:
     """One op of a chain: its parameters under their names in the module (``alpha``,
     ``alpha_2`` when the op repeats), the input it reads beside ``x`` (binary ops), the
-    submodule attribute (layers) and the size it introduces (``HIDDEN``, ``C_OUT_2``...)."""
+    submodule attribute (layers), the size it introduces (``HIDDEN``, ``C_OUT_2``...) and, for
+    an axis op, the axis it reduces (``dim``, an integer constructor argument)."""
 
     op: str
     params: Mapping[str, float] = field(default_factory=dict)
@@ -60,6 +61,10 @@ class Step:
     module: str = ""
     new_size: str = ""
     in_size: str = ""
+    # an axis op's: the constructor argument naming the axis, its value, and keepdim
+    axis_arg: str = ""
+    axis: int | None = None
+    keepdim: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,34 +132,53 @@ def compose(
     counts: Mapping[int, float] = OP_COUNTS,
     teachable: bool = False,
     exclude: Sequence[str] = (),
+    axes: bool = False,
 ) -> Composition:
     """One random composition (deterministic for ``rng``'s state). ``teachable`` keeps to
-    chains ``solutions.py`` writes in C; ``exclude`` leaves ops out of the draw."""
+    chains ``solutions.py`` writes in C; ``exclude`` leaves ops out of the draw. ``axes``
+    draws chains that reduce the axis an integer constructor argument names, as KernelBench's
+    level-1 reductions do (``torch.sum(x, dim=self.dim)``): every chain holds one such
+    reduction (``Op.axis``) on a 2-D or 3-D input (``BATCH, D1, D2``, 3 draws in 4), over
+    any axis but the batch's (``_draw_axis``), ``keepdim`` half the time (teachable chains
+    only); without it no axis op is drawn (the
+    draws are those of the sets made before axis ops existed)."""
     if not 1 <= max_ops <= 5:
         raise ValueError("max_ops must be 1 to 5")
+    if axes and not teachable:
+        raise ValueError("axes draws teachable chains only: pass teachable=True with it")
     weights = {k: w for k, w in counts.items() if 1 <= k <= max_ops and w > 0}
     if not weights:
         raise ValueError(f"no operator count in {dict(counts)} is within 1..{max_ops}")
     count = rng.choices(list(weights), list(weights.values()))[0]
-    ops = {n: op for n, op in catalogue().items() if n not in exclude}
+    ops = {n: op for n, op in catalogue().items() if n not in exclude and (axes or not op.axis)}
     if teachable:
         ops = {n: op for n, op in ops.items() if op.teachable}
     for _ in range(50):
-        drawn = _draw_chain(rng, ops, count, teachable)
+        drawn = _draw_chain(rng, ops, count, teachable, axes)
         if drawn is not None:
             return _build(rng, index, *drawn)
     raise CompositionError(f"no chain of {count} ops could be drawn from {sorted(ops)}")
 
 
+_Axis = tuple[int, bool] | None  # an axis op's (axis, keepdim); None for other ops
+
+
 def _draw_chain(
-    rng: random.Random, ops: Mapping[str, Op], count: int, teachable: bool
-) -> tuple[Dims, list[Op]] | None:
-    """(the first input's dims, the ops), or None where the chain got stuck."""
-    start: Dims = ("BATCH", "DIM") if teachable or rng.random() < 0.7 else ("BATCH", "C", "H", "W")
+    rng: random.Random, ops: Mapping[str, Op], count: int, teachable: bool, axes: bool = False
+) -> tuple[Dims, list[Op], list[_Axis]] | None:
+    """(the first input's dims, the ops, each op's axis), or None where the chain got stuck.
+    With ``axes`` the op at a drawn position is an axis op and no other op reduces."""
+    if axes:
+        start: Dims = ("BATCH", "D1", "D2") if rng.random() < 0.75 else ("BATCH", "DIM")
+        at = rng.randrange(count)
+    else:
+        start = ("BATCH", "DIM") if teachable or rng.random() < 0.7 else ("BATCH", "C", "H", "W")
+        at = -1
     dims = start
     chain: list[Op] = []
+    drawn_axes: list[_Axis] = []
     reduced = False
-    for _ in range(count):
+    for position in range(count):
         choices = [
             op
             for op in ops.values()
@@ -162,14 +186,24 @@ def _draw_chain(
             and (not chain or op.name != chain[-1].name)
             and _fits(op, dims)
             and not (teachable and reduced and op.kind in ("binary", "reduction"))
+            and (not axes or op.axis == (position == at))
+            and not (axes and position != at and op.kind == "reduction")
         ]
         if not choices:
             return None
         op = rng.choices(choices, [o.weight for o in choices])[0]
         chain.append(op)
         reduced |= op.kind == "reduction"
-        dims = op.shape(dims, op.new_size or "NEW")
-    return start, chain
+        axis: _Axis = (_draw_axis(rng, len(dims)), rng.random() < 0.5) if op.axis else None
+        drawn_axes.append(axis)
+        dims = op.step_shape(dims, op.new_size or "NEW", *(axis or (None, False)))
+    return start, chain, drawn_axes
+
+
+def _draw_axis(rng: random.Random, rank: int) -> int:
+    """The axis an axis op reduces: of a 3-D input the middle one 70% of the time (where
+    KernelBench's level-1 reductions reduce), else the last; of a 2-D input the last."""
+    return 1 if rank == 3 and rng.random() < 0.7 else rank - 1
 
 
 def _fits(op: Op, dims: Dims) -> bool:
@@ -180,13 +214,16 @@ def _fits(op: Op, dims: Dims) -> bool:
     return read.isidentifier()
 
 
-def _build(rng: random.Random, index: int, dims: Dims, chain: list[Op]) -> Composition:
+def _build(
+    rng: random.Random, index: int, dims: Dims, chain: list[Op], axes: list[_Axis]
+) -> Composition:
     inputs: list[tuple[str, Dims]] = [("x", dims)]
     steps: list[Step] = []
     used: dict[str, int] = {}
-    for op in chain:
+    for op, axis in zip(chain, axes, strict=True):
         params = {_unique(p.name, used): p.draw(rng) for p in op.params}
         operand = module = new = read = ""
+        axis_arg = _unique("dim", used) if axis is not None else ""
         if op.kind == "binary":
             operand = "yzuvwst"[len(inputs) - 1]
             inputs.append((operand, dims))
@@ -194,8 +231,10 @@ def _build(rng: random.Random, index: int, dims: Dims, chain: list[Op]) -> Compo
             module = _unique(op.name, used)
             read = dims[1] if len(dims) == 4 else dims[-1]
             new = _unique(op.new_size, used) if op.new_size else ""
-        steps.append(Step(op.name, params, operand, module, new, read))
-        dims = op.shape(dims, new)
+        steps.append(
+            Step(op.name, params, operand, module, new, read, axis_arg, *(axis or (None, False)))
+        )
+        dims = op.step_shape(dims, new, *(axis or (None, False)))
     names = _size_names(inputs, steps)
     sizes = choose_sizes(rng, "cuda", names, steps, inputs)
     cpu_sizes = choose_sizes(rng, "cpu", names, steps, inputs)
@@ -233,7 +272,7 @@ def _check_shapes(
         if step.new_size:
             init["new"] = sizes[step.new_size]
         shape = tuple(value(d, sizes) for d in dims)
-        got = op.output_shape(shape, init)
+        got = op.output_shape(shape, init, step.axis, step.keepdim)
         want = tuple(value(d, sizes) for d in out)
         if got != want:
             raise CompositionError(
@@ -246,7 +285,9 @@ def forward_lines(chain: Sequence[Op], steps: Sequence[Step]) -> list[str]:
     lines = []
     for op, s in zip(chain, steps, strict=True):
         names = {p.name: n for p, n in zip(op.params, s.params, strict=True)}
-        lines.append(op.forward_line("x", s.operand, s.module, names))
+        if s.axis_arg:
+            names["dim"] = s.axis_arg
+        lines.append(op.forward_line("x", s.operand, s.module, names, s.keepdim))
     return lines
 
 
@@ -263,20 +304,27 @@ def _source(
         *dict.fromkeys(name for _, s in layers for name in (s.in_size, s.new_size) if name),
     ]
     params = [(name, value) for s in steps for name, value in s.params.items()]
+    axis_args = [(s.axis_arg, s.axis) for s in steps if s.axis_arg]
     signature = ", ".join(
-        ["self", *(f"{a.lower()}: int" for a in init_args), *(f"{p}: float" for p, _ in params)]
+        [
+            "self",
+            *(f"{a.lower()}: int" for a in init_args),
+            *(f"{a}: int" for a, _ in axis_args),
+            *(f"{p}: float" for p, _ in params),
+        ]
     )
     body = ["super().__init__()"]
     for op, s in layers:
         fields = {"in": s.in_size.lower(), "new": s.new_size.lower()}
         body.append(f"self.{s.module} = {op.init.format(**fields)}")
+    body += [f"self.{a} = {a}" for a, _ in axis_args]
     body += [f"self.{p} = {p}" for p, _ in params]
     forward_args = ", ".join(f"{name}: torch.Tensor" for name, _ in inputs)
     lines = [f"x = {line}" for line in forward_lines(chain, steps)]
     lines[-1] = lines[-1].replace("x = ", "return ", 1)  # the last op is returned, as usual
     uses_f = any("F." in line for line in lines) or any("F." in b for b in body)
     draws = ", ".join(f"torch.randn({', '.join(dims)})" for _, dims in inputs)
-    init_values = [*init_args, *(repr(v) for _, v in params)]
+    init_values = [*init_args, *(repr(v) for _, v in axis_args), *(repr(v) for _, v in params)]
     sized = "\n".join(f"{n} = {v}" for n, v in sizes.items())
     chain_text = " -> ".join(op.name for op in chain)
     return "\n".join(

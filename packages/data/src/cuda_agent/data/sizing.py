@@ -46,7 +46,8 @@ MACHINES: Mapping[str, Machine] = {
         4.0e13,
         5e-6,
         {"DIM": (512, 1024, 2048, 4096, 8192), "HIDDEN": (512, 1024, 2048, 4096),
-         "C": (3, 16, 32, 64), "C_OUT": (16, 32, 64, 128), "H": (32, 64, 128)},
+         "C": (3, 16, 32, 64), "C_OUT": (16, 32, 64, 128), "H": (32, 64, 128),
+         "D1": (256, 512, 1024, 2048, 4096), "D2": (256, 512, 1024, 2048, 4096)},
         1 << 30,
     ),
     "cpu": Machine(
@@ -54,7 +55,8 @@ MACHINES: Mapping[str, Machine] = {
         5.0e10,
         5e-6,
         {"DIM": (128, 256, 512, 1024, 2048), "HIDDEN": (128, 256, 512),
-         "C": (3, 8, 16), "C_OUT": (8, 16), "H": (16, 32)},
+         "C": (3, 8, 16), "C_OUT": (8, 16), "H": (16, 32),
+         "D1": (32, 64, 128, 256, 512), "D2": (32, 64, 128, 256, 512)},
         1 << 22,
     ),
 }  # fmt: skip
@@ -121,7 +123,7 @@ def walk(
     out = []
     for step in steps:
         op = ops[step.op]
-        new = op.shape(dims, step.new_size)
+        new = op.step_shape(dims, step.new_size, step.axis, step.keepdim)
         out.append((op, step, dims, new))
         dims = new
     return out

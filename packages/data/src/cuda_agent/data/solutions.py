@@ -9,10 +9,17 @@ compact CUDA solutions' form (``launch.cuda_kernel``, NVRTC): a thread per eleme
 reduction a block per row whose threads combine their partial accumulators in shared memory
 (``Reduction.combine``), as the built-in ``row_sum`` does.
 
-Chains they can write (``can_write``, ``catalogue.chain_teachable``): 2-D input, every op with
-a C form (``Op.c`` or ``Op.reduce``), at most one reduction, no second input after it. A warm
-start teaches these; each is checked in the sandbox like any candidate before it is kept
-(``filters.py``).
+A reduction over the axis a constructor argument names (``Op.axis``: ``torch.sum(x,
+dim=self.dim)``) sees its input as ``(outer, cols, inner)``, the sizes before, at and after the
+axis (``forward`` computes them from ``self.dim``): in C a loop over the ``outer * inner``
+outputs, each striding over its ``cols`` elements ``inner`` apart; in CUDA a thread per output
+(neighbouring threads read neighbouring elements), or the row layouts above when the axis is
+the last.
+
+Chains they can write (``can_write``, ``catalogue.chain_teachable``): 2-D or 3-D input, every
+op with a C form (``Op.c`` or ``Op.reduce``), at most one reduction, no second input after it.
+A warm start teaches these; each is checked in the sandbox like any candidate before it is
+kept (``filters.py``).
 """
 
 from __future__ import annotations
@@ -43,9 +50,36 @@ class _Chain:
     reduction_line: str
     params: list[str]
     tensors: list[str]
+    axis_arg: str = ""  # an axis op's constructor argument (``dim``), its axis and keepdim
+    axis: int | None = None
+    keepdim: bool = False
+    rank: int = 2  # the input's
+
+    @property
+    def middle(self) -> bool:
+        """Whether the chain reduces an axis before the last (``(outer, cols, inner)``)."""
+        return self.axis is not None and self.axis < self.rank - 1
+
+    def reduced_lines(self) -> list[str]:
+        """``forward``'s lines before the launch of a reduction: ``cols`` (and for an axis op
+        ``d``, and ``outer`` and ``inner`` if it is a middle one), then ``out``."""
+        if self.axis is None:
+            lines, shape = ["cols = x.shape[-1]"], "x.shape[:-1]"
+        else:
+            lines = [f"d = self.{self.axis_arg} % x.dim()  # the reduced axis"]
+            if self.middle:
+                lines.append(
+                    "outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()"
+                )
+            else:
+                lines.append("cols = x.shape[d]")
+            kept = " + (1,)" if self.keepdim else ""
+            shape = f"x.shape[:d]{kept} + x.shape[d + 1 :]"
+        return [*lines, f"out = torch.empty({shape}, dtype=x.dtype, device=x.device)"]
 
     def launch_args(self, sizes: str) -> str:
-        """What ``forward`` passes the kernel: ``out``, the inputs, the parameters, ``sizes``."""
+        """What ``forward`` passes the kernel: ``out``, the inputs, the parameters, ``sizes``
+        (the kernel needs no axis argument: ``sizes`` say where the axis is)."""
         return ", ".join(["out", *self.tensors, *(f"self.{p}" for p in self.params), sizes])
 
     @property
@@ -65,12 +99,12 @@ def _chain(composition: Composition) -> _Chain:
     after: list[str] = []
     target = before
     chain = [ops[step.op] for step in composition.steps]
-    reduce, reduction_line = None, ""
+    reduce, reduction_line, reducing = None, "", None
     for op, step, torch_line in zip(
         chain, composition.steps, forward_lines(chain, composition.steps), strict=True
     ):
         if op.reduce is not None:
-            reduce, reduction_line = op.reduce, torch_line
+            reduce, reduction_line, reducing = op.reduce, torch_line, step
             target = after
             continue
         renamed = op.c
@@ -80,7 +114,9 @@ def _chain(composition: Composition) -> _Chain:
         target.append(f"v = {renamed.format(y=f'{step.operand}[i]')};  // {torch_line}")
     params = [p for step in composition.steps for p in step.params]
     tensors = [n for n, _ in composition.inputs]
-    return _Chain(before, after, reduce, reduction_line, params, tensors)
+    axis = (reducing.axis_arg, reducing.axis, reducing.keepdim) if reducing else ("", None, False)
+    rank = len(composition.inputs[0][1])
+    return _Chain(before, after, reduce, reduction_line, params, tensors, *axis, rank)
 
 
 def cpu_solution(composition: Composition) -> str:
@@ -99,8 +135,30 @@ def cpu_solution(composition: Composition) -> str:
             "    }",
             "}",
         ]
-        sizes = "x.numel()"
-        empty = "torch.empty_like(x)"
+        body = ["out = torch.empty_like(x)", f"{name}({c.launch_args('x.numel()')})"]
+    elif c.axis is not None:
+        loop = [
+            f"void {name}({args}, long outer, long cols, long inner) {{",
+            "    #pragma omp parallel for",
+            "    for (long o = 0; o < outer * inner; ++o) {",
+            "        long first = o / inner * cols * inner + o % inner;  // the output's first",
+            f"        double acc = {reduce.init};",
+            "        for (long k = 0; k < cols; ++k) {",
+            "            long i = first + k * inner;",
+            "            float v = x[i];",
+            *(f"            {line}" for line in before),
+            f"            {reduce.step};  // {c.reduction_line}",
+            "        }",
+            f"        float v = (float)({reduce.finish});",
+            *(f"        {line}" for line in after),
+            "        out[o] = v;",
+            "    }",
+            "}",
+        ]
+        lines = c.reduced_lines()
+        if not c.middle:  # the last axis: one row an output
+            lines.insert(-1, "outer, inner = x.numel() // cols, 1")
+        body = [*lines, f"{name}({c.launch_args('outer, cols, inner')})"]
     else:
         loop = [
             f"void {name}({args}, long rows, long cols) {{",
@@ -120,13 +178,19 @@ def cpu_solution(composition: Composition) -> str:
         ]
         sizes = "x.numel() // x.shape[-1], x.shape[-1]"
         empty = "torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)"
+        body = [f"out = {empty}", f"{name}({c.launch_args(sizes)})"]
     kernel = "\n".join(["#include <math.h>", "", *loop])
-    return _module(c, "cpu_kernel", kernel, [f"out = {empty}", f"{name}({c.launch_args(sizes)})"])
+    return _module(c, "cpu_kernel", kernel, body)
 
 
 def has_reduction(composition: Composition) -> bool:
-    """Whether the chain reduces a row (the chains ``cuda_solution`` has two styles for)."""
-    return any(catalogue()[step.op].reduce is not None for step in composition.steps)
+    """Whether the chain reduces a row, its input's last axis (the chains ``cuda_solution``
+    has two styles for)."""
+    rank = len(composition.inputs[0][1])
+    return any(
+        catalogue()[step.op].reduce is not None and step.axis in (None, rank - 1)
+        for step in composition.steps
+    )
 
 
 def cuda_solution(composition: Composition, style: str = "block") -> str:
@@ -139,10 +203,14 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
     if style not in ("block", "warp"):
         raise ValueError(f"style must be 'block' or 'warp', not {style!r}")
     if style == "warp":
+        if _chain(composition).middle:
+            raise ValueError(f"{composition.name}: reduces a middle axis: no warp-per-row form")
         if not has_reduction(composition):
             raise ValueError(f"{composition.name}: no reduction, so no warp-per-row form")
         return _warp_solution(_chain(composition))
     c = _chain(composition)
+    if c.middle:
+        return _middle_solution(c)
     before, after, reduce, name, args = c.before, c.after, c.reduce, NAME, c.args
     if reduce is None:
         kernel = [
@@ -190,11 +258,41 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
             "}",
         ]
         body = [
-            "cols = x.shape[-1]",
-            "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
+            *c.reduced_lines(),
             f"args = ({c.launch_args('cols')})",
             f"{name}(grid=(x.numel() // cols,), block=(256,), args=args)",
         ]
+    return _module(c, "cuda_kernel", "\n".join(kernel), body)
+
+
+def _middle_solution(c: _Chain) -> str:
+    """A reduction over a middle axis as a thread per output (``cuda_solution``)."""
+    reduce, name, args = c.reduce, NAME, c.args
+    assert reduce is not None
+    kernel = [
+        *_defines(reduce),
+        f'extern "C" __global__ void {name}({args}, long long outer, long long cols, '
+        "long long inner) {",
+        "    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+        "    if (o >= outer * inner) return;",
+        "    long long first = o / inner * cols * inner + o % inner;  // the output's first",
+        f"    double acc = {reduce.init};",
+        "    for (long long k = 0; k < cols; ++k) {",
+        "        long long i = first + k * inner;  // neighbouring threads: neighbouring i",
+        "        float v = x[i];",
+        *(f"        {line}" for line in c.before),
+        f"        {reduce.step};  // {c.reduction_line}",
+        "    }",
+        f"    float v = (float)({reduce.finish});",
+        *(f"    {line}" for line in c.after),
+        "    out[o] = v;",
+        "}",
+    ]
+    body = [
+        *c.reduced_lines(),
+        f"args = ({c.launch_args('outer, cols, inner')})",
+        f"{name}(grid=((outer * inner + 255) // 256,), block=(256,), args=args)",
+    ]
     return _module(c, "cuda_kernel", "\n".join(kernel), body)
 
 
@@ -225,10 +323,10 @@ def _warp_solution(c: _Chain) -> str:
         "    out[r] = v;",
         "}",
     ]
+    lines = c.reduced_lines()
+    lines.insert(-1, "rows = x.numel() // cols")  # (before ``out``)
     body = [
-        "cols = x.shape[-1]",
-        "rows = x.numel() // cols",
-        "out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)",
+        *lines,
         f"args = ({c.launch_args('rows, cols')})",
         f"{name}(grid=((rows + 7) // 8,), block=(256,), args=args)",
     ]
@@ -245,8 +343,9 @@ def _module(chain: _Chain, launcher: str, kernel: str, body: list[str]) -> str:
     """A ``ModelNew`` module: ``kernel`` through ``launch.<launcher>``, its parameters as
     attributes, a forward that makes the inputs contiguous and runs ``body``."""
     name, params, tensors = NAME, chain.params, chain.tensors
-    init = [f"        self.{p} = {p}" for p in params]
-    signature = ", ".join(["self", *(f"{p}: float" for p in params)])
+    ints = [chain.axis_arg] if chain.axis_arg else []  # (Model's order: ints, then floats)
+    init = [f"        self.{p} = {p}" for p in (*ints, *params)]
+    signature = ", ".join(["self", *(f"{a}: int" for a in ints), *(f"{p}: float" for p in params)])
     contiguous = (
         "x = x.contiguous()"
         if len(tensors) == 1
@@ -271,7 +370,7 @@ def _module(chain: _Chain, launcher: str, kernel: str, body: list[str]) -> str:
             "class ModelNew(nn.Module):",
             *(
                 [f"    def __init__({signature}) -> None:", "        super().__init__()", *init, ""]
-                if params
+                if params or ints
                 else []
             ),
             f"    def forward(self, {forward_args}) -> torch.Tensor:",

@@ -98,6 +98,7 @@ def synthesize(
     seed: int = 0,
     workers: int = 2,
     teachable: bool = False,
+    axes: bool = False,
     solutions: bool = True,
     against: Mapping[str, Mapping[str, str]] | None = None,
     exclude_families: Collection[str] = (),
@@ -108,7 +109,8 @@ def synthesize(
     """Synthesize until ``count`` tasks are kept in ``out`` (or ``max_candidates`` are judged:
     0 means 50 per task asked). ``against`` maps a filter name to a corpus (task name ->
     source) no kept task may resemble; ``exclude_families`` lists operator combinations
-    (``Composition.family``) never kept. ``progress(kept, candidates)`` after each round."""
+    (``Composition.family``) never kept. ``teachable`` and ``axes`` are ``compose``'s.
+    ``progress(kept, candidates)`` after each round."""
     if backend not in WINDOWS:
         raise ValueError(f"backend must be one of {sorted(WINDOWS)}, got {backend!r}")
     if count < 1:
@@ -135,7 +137,7 @@ def synthesize(
         while report.kept < count and index < limit:
             size = min(max(2 * workers, round(1.3 * (count - report.kept))), 64, limit - index)
             batch = [
-                compose(random.Random(f"{seed}:{i}"), i, max_ops, teachable=teachable)
+                compose(random.Random(f"{seed}:{i}"), i, max_ops, teachable=teachable, axes=axes)
                 for i in range(index, index + size)
             ]
             index += size

@@ -1,0 +1,27 @@
+"""Synthesized: silu -> max_dim (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 32768, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.silu(x)
+        return torch.max(x, dim=self.dim)[0]
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: square -> norm_dim (2 operators); output shape (BATCH, D2)."""
+
+import torch
+from torch import nn
+
+BATCH = 256
+D1 = 2048
+D2 = 2048
+CPU_SIZES = {"BATCH": 128, "D1": 256, "D2": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.square(x)
+        return torch.linalg.vector_norm(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

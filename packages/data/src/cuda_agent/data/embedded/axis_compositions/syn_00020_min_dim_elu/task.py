@@ -1,0 +1,29 @@
+"""Synthesized: min_dim -> elu (2 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 4096
+D1 = 512
+D2 = 512
+CPU_SIZES = {"BATCH": 256, "D1": 512, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, alpha: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.min(x, dim=self.dim, keepdim=True)[0]
+        return F.elu(x, alpha=self.alpha)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [2, 1.12]

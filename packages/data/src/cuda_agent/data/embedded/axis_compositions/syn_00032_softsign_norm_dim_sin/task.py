@@ -1,0 +1,29 @@
+"""Synthesized: softsign -> norm_dim -> sin (3 operators); output shape (BATCH, 1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 72
+D1 = 2048
+D2 = 4096
+CPU_SIZES = {"BATCH": 472, "D1": 64, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.softsign(x)
+        x = torch.linalg.vector_norm(x, dim=self.dim, keepdim=True)
+        return torch.sin(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: sum_dim -> silu (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1048576
+DIM = 1024
+CPU_SIZES = {"BATCH": 3344, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sum(x, dim=self.dim)
+        return F.silu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: hardswish -> norm_dim (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 3504, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.hardswish(x)
+        return torch.linalg.vector_norm(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,28 @@
+"""Synthesized: min_dim -> leaky_relu (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 16384, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, negative_slope: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.min(x, dim=self.dim)[0]
+        return F.leaky_relu(x, self.negative_slope)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1, 0.09]

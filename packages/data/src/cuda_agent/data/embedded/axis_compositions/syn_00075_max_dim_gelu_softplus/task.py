@@ -1,0 +1,28 @@
+"""Synthesized: max_dim -> gelu -> softplus (3 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 32768, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.max(x, dim=self.dim)[0]
+        x = F.gelu(x)
+        return F.softplus(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

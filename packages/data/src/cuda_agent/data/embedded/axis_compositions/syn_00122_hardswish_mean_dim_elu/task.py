@@ -1,0 +1,30 @@
+"""Synthesized: hardswish -> mean_dim -> elu (3 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 632
+D1 = 4096
+D2 = 256
+CPU_SIZES = {"BATCH": 40, "D1": 512, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, alpha: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.hardswish(x)
+        x = torch.mean(x, dim=self.dim, keepdim=True)
+        return F.elu(x, alpha=self.alpha)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [2, 0.6]

@@ -1,0 +1,28 @@
+"""Synthesized: logsigmoid -> min_dim (2 operators); output shape (BATCH, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 512
+D1 = 4096
+D2 = 512
+CPU_SIZES = {"BATCH": 40, "D1": 512, "D2": 64}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.logsigmoid(x)
+        return torch.min(x, dim=self.dim)[0]
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: sum_dim -> hardsigmoid (2 operators); output shape (BATCH, 1)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 32768, "DIM": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sum(x, dim=self.dim, keepdim=True)
+        return F.hardsigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: sigmoid -> min_dim (2 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+from torch import nn
+
+BATCH = 1024
+D1 = 4096
+D2 = 256
+CPU_SIZES = {"BATCH": 8, "D1": 512, "D2": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sigmoid(x)
+        return torch.min(x, dim=self.dim, keepdim=True)[0]
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [2]

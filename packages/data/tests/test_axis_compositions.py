@@ -1,0 +1,106 @@
+"""Compositions that reduce the axis a constructor argument names (``compose(axes=True)``),
+as KernelBench's level-1 reductions do: every draw holds one such reduction over an axis
+torch agrees with, the writers' C solutions are correct in the CPU sandbox over middle and
+last axes, kept or dropped dimensions, and the draws without ``axes`` are those of the sets
+made before axis ops existed (the shipped sets' own tests regenerate them)."""
+
+from __future__ import annotations
+
+import ast
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cuda_agent.data import catalogue, compose, cpu_solution
+from cuda_agent.data.solutions import cuda_solution, has_reduction
+from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
+from cuda_agent.kernel_sandbox.static_checks import check_candidate_source
+
+RELAXED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=40)
+AXIS_OPS = {name for name, op in catalogue().items() if op.axis}
+
+
+def _axis_step(comp):
+    [step] = [s for s in comp.steps if s.op in AXIS_OPS]
+    return step
+
+
+def _init_signature(source: str) -> list[tuple[str, str]]:
+    tree = ast.parse(source)
+    init = next(
+        f
+        for c in tree.body
+        if isinstance(c, ast.ClassDef)
+        for f in c.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+    )
+    return [(a.arg, ast.unparse(a.annotation)) for a in init.args.args[1:] if a.annotation]
+
+
+@RELAXED
+@given(seed=st.integers(0, 10**9), max_ops=st.integers(1, 3))
+def test_every_axis_draw_reduces_one_named_axis_as_its_constructor_says(seed, max_ops):
+    comp = compose(random.Random(seed), seed % 1000, max_ops, teachable=True, axes=True)
+    comp.to_task()  # (checks the module as a task)
+    assert comp.teachable and len(comp.ops) <= max_ops
+    step = _axis_step(comp)  # exactly one axis op; no other reduction
+    reductions = [s for s in comp.steps if catalogue()[s.op].kind == "reduction"]
+    assert reductions == [step]
+    rank = len(comp.inputs[0][1])
+    assert rank in (2, 3) and 1 <= step.axis < rank  # never the batch's axis
+    # the constructor takes the axis first, as an int, and get_init_inputs gives it
+    assert _init_signature(comp.source)[0] == (step.axis_arg, "int") == ("dim", "int")
+    module: dict = {}
+    exec(compile(comp.source, comp.name, "exec"), module)  # our own generated module
+    assert module["get_init_inputs"]()[0] == step.axis
+    assert f"dim=self.{step.axis_arg}" in comp.source
+    assert ("keepdim=True" in comp.source) == step.keepdim
+    # the writers' modules parse; the CUDA one passes the sandbox's static checks
+    ast.parse(cpu_solution(comp))
+    assert check_candidate_source(cuda_solution(comp)) == []
+    if step.axis < rank - 1:  # a middle axis: a thread per output, no warp-per-row form
+        assert "(outer * inner + 255) // 256" in cuda_solution(comp)
+        assert not has_reduction(comp)
+        with pytest.raises(ValueError, match="middle axis"):
+            cuda_solution(comp, "warp")
+    else:
+        assert has_reduction(comp) and "__shfl_down_sync" in cuda_solution(comp, "warp")
+
+
+def test_without_axes_no_axis_op_is_drawn_and_axes_needs_teachable():
+    for i in range(300):
+        for teachable in (False, True):
+            assert not set(compose(random.Random(i), i, teachable=teachable).ops) & AXIS_OPS
+    with pytest.raises(ValueError, match="teachable"):
+        compose(random.Random(0), axes=True)
+
+
+def _sample() -> list:
+    """Draws covering a middle and the last axis, kept and dropped dimensions, 2-D and 3-D
+    inputs, and every axis op: each draw kept that brings a kind or an op not seen yet."""
+    sample, kinds, ops = [], set(), set()
+    for i in range(400):
+        comp = compose(random.Random(f"axes:{i}"), i, 3, teachable=True, axes=True)
+        step = _axis_step(comp)
+        kind = (len(comp.inputs[0][1]), step.axis, step.keepdim)
+        if kind not in kinds or step.op not in ops:
+            sample.append(comp)
+            kinds.add(kind)
+            ops.add(step.op)
+    return sample
+
+
+@pytest.mark.slow
+def test_the_c_solutions_are_correct_over_every_kind_of_axis():
+    sample = _sample()
+    kinds = {(len(c.inputs[0][1]), _axis_step(c).axis, _axis_step(c).keepdim) for c in sample}
+    assert {(3, 1, True), (3, 1, False), (3, 2, True), (3, 2, False), (2, 1, False)} <= kinds
+    assert {_axis_step(c).op for c in sample} == AXIS_OPS
+    with Sandbox(SandboxConfig(backend="cpu", workers=1)) as box:
+        verdicts = [box.evaluate(c.to_task(), cpu_solution(c), measure_time=False) for c in sample]
+    wrong = {
+        c.name: v.message[:300] for c, v in zip(sample, verdicts, strict=True) if not v.correct
+    }
+    assert not wrong

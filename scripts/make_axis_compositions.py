@@ -1,0 +1,86 @@
+"""Make the axis compositions shipped with cuda-agent-data (``axis_compositions``).
+
+    python scripts/make_axis_compositions.py WORK_DIR --kernelbench KB [--count 120]
+        [--seed 3] [--workers 2]
+
+Training compositions whose reduction is over the axis an integer constructor argument names,
+as KernelBench's level-1 reductions are (``compose(axes=True)``: ``torch.sum(x,
+dim=self.dim)`` on a 2-D or 3-D input, any axis but the batch's, ``keepdim`` or not), beside
+elementwise operators: ``cuda-agent synth --backend cpu --seed 3 --teachable --axes
+--max-ops 3``, with the synth command's own rules (no operator combination of a shipped
+held-out set, nothing 0.9 similar to a held-out task or a KernelBench problem) and one more:
+no chain of one axis reduction alone (``sum_dim``), the operator a KernelBench problem is
+(``L1_47_Sum_reduction_over_a_dimension``): every task composes it with another operator.
+
+Every kept task's C solution was judged correct by the CPU sandbox (the ``solution`` filter);
+its compact CUDA solution (a thread per output for a middle axis, a block per row for the last)
+and, for a last-axis reduction, its warp-per-row variant are written by
+``data.solutions.cuda_solution`` and have not been judged here (no GPU).
+
+``synthesize`` works in ``WORK_DIR`` (rerun to resume); the kept tasks, their manifest rows
+and the report are then copied into the package's ``embedded/axis_compositions``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from cuda_agent.data import compose, load_kernelbench, synthesize
+from cuda_agent.data.catalogue import catalogue
+from cuda_agent.data.solutions import cuda_solution, has_reduction
+from cuda_agent.runner.task_sets import heldout_guard
+
+MAX_OPS = 3
+NAME = "axis_compositions"
+
+
+def draw(seed: int, index: int):
+    """The composition ``synthesize`` drew as candidate ``index``."""
+    return compose(random.Random(f"{seed}:{index}"), index, MAX_OPS, teachable=True, axes=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("work", type=Path)
+    parser.add_argument("--kernelbench", required=True)
+    parser.add_argument("--count", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    families, heldout = heldout_guard()
+    alone = {name for name, op in catalogue().items() if op.axis}  # a chain of one axis op
+    against = {
+        "heldout": heldout,
+        "kernelbench": {t.name: t.source for t in load_kernelbench(args.kernelbench)},
+    }
+    report = synthesize(
+        args.work, args.count, backend="cpu", max_ops=MAX_OPS, seed=args.seed,
+        workers=args.workers, teachable=True, axes=True, against=against,
+        exclude_families=families | alone,
+        progress=lambda kept, seen: print(f"kept {kept} of {seen}", flush=True),
+    )  # fmt: skip
+    print(json.dumps(report.to_dict(), indent=2))
+    rows = [json.loads(x) for x in (args.work / "manifest.jsonl").read_text().splitlines()]
+    kept = [r for r in rows if r["kept"]]
+    into = Path(str(resources.files("cuda_agent.data") / "embedded" / NAME))
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    for row in kept:
+        comp = draw(args.seed, row["index"])
+        assert comp.source == (args.work / comp.name / "task.py").read_text(), comp.name
+        shutil.copytree(args.work / comp.name, into / comp.name)
+        (into / comp.name / "solution_cuda_compact.py").write_text(cuda_solution(comp))
+        if has_reduction(comp):
+            (into / comp.name / "solution_cuda_warp.py").write_text(cuda_solution(comp, "warp"))
+    (into / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    shutil.copy(args.work / "synth_report.json", into / "synth_report.json")
+    print(f"{len(kept)} tasks in {into}")
+
+
+if __name__ == "__main__":
+    main()
