@@ -3,18 +3,20 @@
     python scripts/make_axis_compositions.py WORK_DIR --kernelbench KB [--count 120]
         [--seed 3] [--workers 2]
 
-Training compositions whose reduction is over the axis an integer constructor argument names,
-as KernelBench's level-1 reductions are (``compose(axes=True)``: ``torch.sum(x,
-dim=self.dim)`` on a 2-D or 3-D input, any axis but the batch's, ``keepdim`` or not), beside
-elementwise operators: ``cuda-agent synth --backend cpu --seed 3 --teachable --axes
+Training compositions that reduce or normalise along the axis an integer constructor argument
+names, as KernelBench's level-1 reductions and softmax-like problems do
+(``compose(axes=True)``: ``torch.sum(x, dim=self.dim)``, ``torch.softmax(x, dim=self.dim)``
+on a 2-D or 3-D input, any axis but the batch's), beside elementwise operators: ``cuda-agent synth --backend cpu --seed 3 --teachable --axes
 --max-ops 3``, with the synth command's own rules (no operator combination of a shipped
 held-out set, nothing 0.9 similar to a held-out task or a KernelBench problem) and one more:
-no chain of one axis reduction alone (``sum_dim``), the operator a KernelBench problem is
-(``L1_47_Sum_reduction_over_a_dimension``): every task composes it with another operator.
+no chain of one axis op alone (``sum_dim``, ``softmax_dim``), the operator a KernelBench
+problem is (``L1_47_Sum_reduction_over_a_dimension``, ``L1_23_Softmax``): every task composes
+it with another operator.
 
 Every kept task's C solution was judged correct by the CPU sandbox (the ``solution`` filter);
-its compact CUDA solution (a thread per output for a middle axis, a block per row for the last)
-and, for a last-axis reduction, its warp-per-row variant are written by
+its compact CUDA solution (a thread per output for a middle axis; for the last, a block per
+row for a reduction, a warp per row for a normalisation) and, for a last-axis reduction, its
+warp-per-row variant are written by
 ``data.solutions.cuda_solution`` and have not been judged here (no GPU).
 
 ``synthesize`` works in ``WORK_DIR`` (rerun to resume); the kept tasks, their manifest rows

@@ -1,8 +1,9 @@
-"""Compositions that reduce the axis a constructor argument names (``compose(axes=True)``),
-as KernelBench's level-1 reductions do: every draw holds one such reduction over an axis
-torch agrees with, the writers' C solutions are correct in the CPU sandbox over middle and
-last axes, kept or dropped dimensions, and the draws without ``axes`` are those of the sets
-made before axis ops existed (the shipped sets' own tests regenerate them)."""
+"""Compositions that reduce or normalise along the axis a constructor argument names
+(``compose(axes=True)``), as KernelBench's level-1 reductions and softmax do: every draw holds
+one such op over an axis torch agrees with, the writers' C solutions are correct in the CPU
+sandbox over middle and last axes, kept or dropped dimensions and every axis op, and the
+draws without ``axes`` are those of the sets made before axis ops existed (the shipped sets'
+own tests regenerate them)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,11 @@ def test_every_axis_draw_reduces_one_named_axis_as_its_constructor_says(seed, ma
     comp = compose(random.Random(seed), seed % 1000, max_ops, teachable=True, axes=True)
     comp.to_task()  # (checks the module as a task)
     assert comp.teachable and len(comp.ops) <= max_ops
-    step = _axis_step(comp)  # exactly one axis op; no other reduction
-    reductions = [s for s in comp.steps if catalogue()[s.op].kind == "reduction"]
-    assert reductions == [step]
+    step = _axis_step(comp)  # exactly one axis op; no other reduction or normalisation
+    kind = catalogue()[step.op].kind
+    axis_kinds = ("reduction", "normalize")
+    assert [s for s in comp.steps if catalogue()[s.op].kind in axis_kinds] == [step]
+    assert kind == "reduction" or len(comp.ops) <= 2  # (a normalisation's answers are long)
     rank = len(comp.inputs[0][1])
     assert rank in (2, 3) and 1 <= step.axis < rank  # never the batch's axis
     # the constructor takes the axis first, as an int, and get_init_inputs gives it
@@ -56,14 +59,21 @@ def test_every_axis_draw_reduces_one_named_axis_as_its_constructor_says(seed, ma
     exec(compile(comp.source, comp.name, "exec"), module)  # our own generated module
     assert module["get_init_inputs"]()[0] == step.axis
     assert f"dim=self.{step.axis_arg}" in comp.source
-    assert ("keepdim=True" in comp.source) == step.keepdim
+    if kind == "reduction":
+        assert ("keepdim=True" in comp.source) == step.keepdim
+    else:  # a normalisation keeps the input's shape
+        assert not step.keepdim and comp.output == comp.inputs[0][1]
     # the writers' modules parse; the CUDA one passes the sandbox's static checks
     ast.parse(cpu_solution(comp))
     assert check_candidate_source(cuda_solution(comp)) == []
     if step.axis < rank - 1:  # a middle axis: a thread per output, no warp-per-row form
         assert "(outer * inner + 255) // 256" in cuda_solution(comp)
         assert not has_reduction(comp)
-        with pytest.raises(ValueError, match="middle axis"):
+        with pytest.raises(ValueError, match=r"middle axis|normalises"):
+            cuda_solution(comp, "warp")
+    elif kind == "normalize":  # the last axis: a warp per row, no second form
+        assert "__shfl_xor_sync" in cuda_solution(comp) and not has_reduction(comp)
+        with pytest.raises(ValueError, match="normalises"):
             cuda_solution(comp, "warp")
     else:
         assert has_reduction(comp) and "__shfl_down_sync" in cuda_solution(comp, "warp")

@@ -13,9 +13,9 @@ named set, several joined by ``+``:
   reductions, whose warp-per-row layout a warm start with ``--warmstart-solutions
   compact+variants`` teaches beside the block-per-row one; RL from that warm start on these
   tasks has two answers per prompt to choose between), ``synth-axes`` (the compositions
-  shipped with cuda-agent-data whose reduction is over the axis an integer constructor
-  argument names, ``dim``, as KernelBench's level-1 reductions are: a middle axis of a 3-D
-  input or the last, kept or dropped);
+  shipped with cuda-agent-data that reduce or normalise along the axis an integer
+  constructor argument names, ``dim``, as KernelBench's level-1 reductions and softmax do: a
+  middle axis of a 3-D input or the last);
 - evaluation sets (``EVAL_SETS``): ``heldout-ops`` (the six built-in held-out tasks, the
   default), ``heldout-compositions`` (compositions shipped with cuda-agent-data whose operator
   combinations no training set has: ``data.load_embedded("heldout_compositions")``) and

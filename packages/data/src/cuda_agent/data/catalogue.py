@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-Kind = Literal["unary", "binary", "reduction", "row", "layer"]
+Kind = Literal["unary", "binary", "reduction", "normalize", "row", "layer"]
 DTYPES = ("float32",)
 Dims = tuple[str, ...]  # a symbolic shape: each dimension an expression over module-level sizes
 
@@ -58,6 +58,29 @@ class Reduction:
 
 
 @dataclass(frozen=True)
+class Stat:
+    """One pass of a normalisation over its axis in C: ``name`` (a double) starts at ``init``
+    and takes ``step`` per element (over ``v`` and the earlier passes' stats); ``combine``
+    joins two partial values ``{a}`` and ``{b}`` (a CUDA block's threads)."""
+
+    name: str
+    init: str
+    step: str
+    combine: str = "{a} + {b}"
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """An op that keeps its input's shape and rescales each element by statistics of its line
+    along the axis (softmax: the line's max, then its sum of exponentials): the ``stats``
+    passes in order, then each element written as ``out`` (over ``v``, the stats and
+    ``cols``, the line's length)."""
+
+    stats: tuple[Stat, ...]
+    out: str
+
+
+@dataclass(frozen=True)
 class Op:
     """One operator. ``call`` is the forward expression: ``{x}`` the running tensor, ``{y}`` a
     second input of the same shape (binary ops), ``{m}`` the op's submodule (layers), ``{name}``
@@ -77,6 +100,7 @@ class Op:
     new_size: str = ""
     c: str = ""
     reduce: Reduction | None = None
+    normalize: Normalization | None = None
     weight: float = 1.0
     cost: float = 8.0
     shape: Callable[[Dims, str], Dims] = field(default=lambda dims, new: dims, repr=False)
@@ -85,8 +109,8 @@ class Op:
     @property
     def teachable(self) -> bool:
         """Whether ``solutions.py`` can write it in C (an elementwise expression or a
-        reduction, over the last dimension or an axis op's)."""
-        return bool(self.c) or self.reduce is not None
+        reduction, over the last dimension or an axis op's, or an axis op's normalisation)."""
+        return bool(self.c) or self.reduce is not None or self.normalize is not None
 
     def forward_line(
         self, x: str, y: str, module: str, names: Mapping[str, str], keepdim: bool = False
@@ -106,6 +130,8 @@ class Op:
             return self.shape(dims, new)
         if axis is None or not 0 <= axis < len(dims):
             raise ValueError(f"{self.name}: axis {axis} of a {len(dims)}-dimensional input")
+        if self.kind == "normalize":
+            return dims
         return (*dims[:axis], *(("1",) if keepdim else ()), *dims[axis + 1 :])
 
     def output_shape(
@@ -174,6 +200,17 @@ def _axis_reduction(name: str, target: str, call: str, reduce: Reduction) -> Op:
     KernelBench's level-1 reductions: ``torch.sum(x, dim=self.dim, keepdim=True)``. Drawn only
     by ``compose(axes=True)``."""
     return Op(name, target, "reduction", call, (2, 3), reduce=reduce, cost=4.0, axis=True)
+
+
+def _axis_normalization(name: str, target: str, call: str, normalize: Normalization) -> Op:
+    """A normalisation along the axis ``self.dim``, as KernelBench's level-1 softmax and norms
+    (``torch.softmax(x, dim=self.dim)``, ``x / torch.norm(x, p=2, dim=self.dim,
+    keepdim=True)``). Drawn only by ``compose(axes=True)``."""
+    return Op(name, target, "normalize", call, (2, 3), normalize=normalize, cost=12.0, axis=True)
+
+
+_MAX = Stat("m", "-INFINITY", "m = fmax(m, (double)v)", "fmax({a}, {b})")
+_SUM_EXP = Stat("s", "0.0", "s += exp((double)v - m)")
 
 
 _SOFTPLUS = "(v > 20.f ? v : log1pf(expf(v)))"
@@ -295,6 +332,16 @@ _OPS: tuple[Op, ...] = (
         "torch.linalg.vector_norm({x}, dim={dim}{keepdim})",
         Reduction("0.0", "acc += (double)v * v", "sqrt(acc)"),
     ),
+    _axis_normalization("softmax_dim", "torch.softmax", "torch.softmax({x}, dim={dim})", Normalization((_MAX, _SUM_EXP), "exp((double)v - m) / s")),
+    _axis_normalization(
+        "log_softmax_dim", "torch.log_softmax", "torch.log_softmax({x}, dim={dim})", Normalization((_MAX, _SUM_EXP), "(double)v - m - log(s)")
+    ),
+    _axis_normalization(
+        "l2_normalize_dim", "torch.norm", "{x} / torch.norm({x}, p=2, dim={dim}, keepdim=True)", Normalization((Stat("s", "0.0", "s += (double)v * v"),), "v / sqrt(s)")
+    ),
+    _axis_normalization(
+        "l1_normalize_dim", "torch.mean", "{x} / torch.mean(torch.abs({x}), dim={dim}, keepdim=True)", Normalization((Stat("s", "0.0", "s += fabs((double)v)"),), "v / (s / cols)")
+    ),
     Op("softmax", "torch.softmax", "row", "torch.softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
     Op("log_softmax", "torch.log_softmax", "row", "torch.log_softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
     Op("normalize", "torch.nn.functional.normalize", "row", "F.normalize({x}, dim=-1)", (2, 3, 4), cost=12.0),
@@ -356,8 +403,8 @@ def catalogue() -> dict[str, Op]:
 
 def chain_teachable(first_input: Dims, ops: Sequence[str]) -> bool:
     """Whether ``solutions.py`` can write a chain of ``ops`` (names, in order) on a first input
-    of shape ``first_input`` in C: the input 2-D or 3-D, every op ``teachable``, at most one reduction
-    and no second input after it. ``Composition.teachable`` asks it; ``compose`` draws only such
+    of shape ``first_input`` in C: the input 2-D or 3-D, every op ``teachable``, at most one
+    reduction or normalisation and no second input after it. ``Composition.teachable`` asks it; ``compose`` draws only such
     chains with ``teachable=True``."""
     known = catalogue()
     reduced = False
@@ -365,9 +412,9 @@ def chain_teachable(first_input: Dims, ops: Sequence[str]) -> bool:
         return False
     for name in ops:
         op = known[name]
-        if not op.teachable or (reduced and op.kind in ("binary", "reduction")):
+        if not op.teachable or (reduced and op.kind in ("binary", "reduction", "normalize")):
             return False
-        reduced |= op.kind == "reduction"
+        reduced |= op.kind in ("reduction", "normalize")
     return True
 
 

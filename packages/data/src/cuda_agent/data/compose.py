@@ -136,9 +136,10 @@ def compose(
 ) -> Composition:
     """One random composition (deterministic for ``rng``'s state). ``teachable`` keeps to
     chains ``solutions.py`` writes in C; ``exclude`` leaves ops out of the draw. ``axes``
-    draws chains that reduce the axis an integer constructor argument names, as KernelBench's
-    level-1 reductions do (``torch.sum(x, dim=self.dim)``): every chain holds one such
-    reduction (``Op.axis``) on a 2-D or 3-D input (``BATCH, D1, D2``, 3 draws in 4), over
+    draws chains that reduce or normalise along the axis an integer constructor argument
+    names, as KernelBench's level-1 reductions and softmax do (``torch.sum(x,
+    dim=self.dim)``, ``torch.softmax(x, dim=self.dim)``): every chain holds one such op
+    (``Op.axis``) on a 2-D or 3-D input (``BATCH, D1, D2``, 3 draws in 4), over
     any axis but the batch's (``_draw_axis``), ``keepdim`` half the time (teachable chains
     only); without it no axis op is drawn (the
     draws are those of the sets made before axis ops existed)."""
@@ -185,16 +186,22 @@ def _draw_chain(
             if len(dims) in op.ranks
             and (not chain or op.name != chain[-1].name)
             and _fits(op, dims)
-            and not (teachable and reduced and op.kind in ("binary", "reduction"))
+            and not (teachable and reduced and op.kind in ("binary", "reduction", "normalize"))
             and (not axes or op.axis == (position == at))
             and not (axes and position != at and op.kind == "reduction")
+            # a normalisation's answer is long (a pass over its line for each statistic and
+            # one to write): beside one other op at most, its CUDA answers are at most 769
+            # SmolLM2 tokens (863 with two), a warm start's auto budget 1,024 (1,088)
+            and not (op.kind == "normalize" and count > 2)
         ]
         if not choices:
             return None
         op = rng.choices(choices, [o.weight for o in choices])[0]
         chain.append(op)
-        reduced |= op.kind == "reduction"
-        axis: _Axis = (_draw_axis(rng, len(dims)), rng.random() < 0.5) if op.axis else None
+        reduced |= op.kind in ("reduction", "normalize")
+        axis: _Axis = None
+        if op.axis:  # (keepdim: a reduction's choice; a normalisation keeps every axis)
+            axis = (_draw_axis(rng, len(dims)), op.kind == "reduction" and rng.random() < 0.5)
         drawn_axes.append(axis)
         dims = op.step_shape(dims, op.new_size or "NEW", *(axis or (None, False)))
     return start, chain, drawn_axes

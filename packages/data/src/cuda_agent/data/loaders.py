@@ -196,8 +196,8 @@ def load_embedded(name: str = "cpu_compositions") -> TaskSet:
       or of a built-in held-out task, and none is 0.9 similar to one of those or to a
       KernelBench problem (``scripts/make_heldout_compositions.py`` in the repository made
       them). Their CUDA solutions have not been judged on a GPU yet.
-    - ``axis_compositions``: training compositions whose reduction is over the axis an
-      integer constructor argument names, as KernelBench's level-1 reductions
+    - ``axis_compositions``: training compositions that reduce or normalise along the axis
+      an integer constructor argument names, as KernelBench's level-1 reductions and softmax
       (``compose(axes=True)``, seed 3: ``scripts/make_axis_compositions.py`` in the
       repository made them), each composed with another operator; the same rules against
       the held-out sets and KernelBench. A last-axis reduction ships a warp-per-row variant.

@@ -1,0 +1,160 @@
+"""What the solution writers (``solutions.py``, ``normalize_solutions.py``) share: a chain read
+as C statements (``read_chain``: the ops before its reduction or normalisation, that op, the
+ops after it) and the ``ModelNew`` module around a kernel (``module_source``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .catalogue import Normalization, Reduction, catalogue
+from .compose import Composition, forward_lines
+
+NAME = "fused_kernel"  # one name for every chain (an op's own name can be libm's: tanh)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What the writers need of a chain: the C statements of the ops before the reduction (or
+    normalisation) and after it (each ending with the forward line it computes), the
+    reduction or normalisation and its forward line (None and "" without one), the
+    parameters' and input tensors' names, and an axis op's axis."""
+
+    before: list[str]
+    after: list[str]
+    reduce: Reduction | None
+    reduction_line: str
+    params: list[str]
+    tensors: list[str]
+    axis_arg: str = ""  # an axis op's constructor argument (``dim``), its axis and keepdim
+    axis: int | None = None
+    keepdim: bool = False
+    rank: int = 2  # the input's
+    normalize: Normalization | None = None
+
+    @property
+    def middle(self) -> bool:
+        """Whether the chain reduces an axis before the last (``(outer, cols, inner)``)."""
+        return self.axis is not None and self.axis < self.rank - 1
+
+    def reduced_lines(self) -> list[str]:
+        """``forward``'s lines before the launch of a reduction or normalisation: ``cols``
+        (and for an axis op ``d``, and ``outer`` and ``inner`` if it is a middle one), then
+        ``out``."""
+        if self.normalize is not None:
+            return [*self.reduced_lines_of_axis("normalised"), "out = torch.empty_like(x)"]
+        if self.axis is None:
+            lines, shape = ["cols = x.shape[-1]"], "x.shape[:-1]"
+        else:
+            lines = self.reduced_lines_of_axis("reduced")
+            kept = " + (1,)" if self.keepdim else ""
+            shape = f"x.shape[:d]{kept} + x.shape[d + 1 :]"
+        return [*lines, f"out = torch.empty({shape}, dtype=x.dtype, device=x.device)"]
+
+    def reduced_lines_of_axis(self, what: str) -> list[str]:
+        """An axis op's ``d`` and ``cols`` (``outer`` and ``inner`` too for a middle axis)."""
+        lines = [f"d = self.{self.axis_arg} % x.dim()  # the {what} axis"]
+        if self.middle:
+            lines.append(
+                "outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()"
+            )
+        else:
+            lines.append("cols = x.shape[d]")
+        return lines
+
+    def launch_args(self, sizes: str) -> str:
+        """What ``forward`` passes the kernel: ``out``, the inputs, the parameters, ``sizes``
+        (the kernel needs no axis argument: ``sizes`` say where the axis is)."""
+        return ", ".join(["out", *self.tensors, *(f"self.{p}" for p in self.params), sizes])
+
+    @property
+    def args(self) -> str:
+        """The kernel's parameters before its sizes."""
+        return ", ".join(
+            ["float* out", *(f"const float* {t}" for t in self.tensors)]
+            + [f"float {p}" for p in self.params]
+        )
+
+
+def read_chain(composition: Composition) -> Chain:
+    """``composition``'s chain as C statements; ValueError where it has no C form."""
+    if not composition.teachable:
+        raise ValueError(f"{composition.name}: no C form for the chain {composition.ops}")
+    ops = catalogue()
+    before: list[str] = []
+    after: list[str] = []
+    target = before
+    chain = [ops[step.op] for step in composition.steps]
+    reduce, normalize, reduction_line, reducing = None, None, "", None
+    for op, step, torch_line in zip(
+        chain, composition.steps, forward_lines(chain, composition.steps), strict=True
+    ):
+        if op.reduce is not None or op.normalize is not None:
+            reduce, normalize, reduction_line, reducing = op.reduce, op.normalize, torch_line, step
+            target = after
+            continue
+        renamed = op.c
+        for p, new in zip(op.params, step.params, strict=True):
+            renamed = rename(renamed, p.name, new)
+        # each C line says which line of the reference's forward it is
+        target.append(f"v = {renamed.format(y=f'{step.operand}[i]')};  // {torch_line}")
+    params = [p for step in composition.steps for p in step.params]
+    tensors = [n for n, _ in composition.inputs]
+    axis = (reducing.axis_arg, reducing.axis, reducing.keepdim) if reducing else ("", None, False)
+    rank = len(composition.inputs[0][1])
+    return Chain(before, after, reduce, reduction_line, params, tensors, *axis, rank, normalize)
+
+
+def defines(*inits: str) -> list[str]:
+    """A CUDA kernel's lines before its function: NVRTC has no math.h, so INFINITY (a max's or
+    min's start, among ``inits``) is spelled out."""
+    wanted = any("INFINITY" in init for init in inits)
+    return ["#define INFINITY __int_as_float(0x7f800000)", ""] if wanted else []
+
+
+def module_source(chain: Chain, launcher: str, kernel: str, body: list[str]) -> str:
+    """A ``ModelNew`` module: ``kernel`` through ``launch.<launcher>``, its parameters as
+    attributes, a forward that makes the inputs contiguous and runs ``body``."""
+    name, params, tensors = NAME, chain.params, chain.tensors
+    ints = [chain.axis_arg] if chain.axis_arg else []  # (Model's order: ints, then floats)
+    init = [f"        self.{p} = {p}" for p in (*ints, *params)]
+    signature = ", ".join(["self", *(f"{a}: int" for a in ints), *(f"{p}: float" for p in params)])
+    contiguous = (
+        "x = x.contiguous()"
+        if len(tensors) == 1
+        else f"{', '.join(tensors)} = {', '.join(f'{t}.contiguous()' for t in tensors)}"
+    )
+    forward_args = ", ".join(f"{t}: torch.Tensor" for t in tensors)
+    return "\n".join(
+        [
+            "import torch",
+            "from torch import nn",
+            "",
+            f"from cuda_agent.kernel_sandbox.launch import {launcher}",
+            "",
+            f"{name} = {launcher}(",
+            '    r"""',
+            kernel,
+            '""",',
+            f'    "{name}",',
+            ")",
+            "",
+            "",
+            "class ModelNew(nn.Module):",
+            *(
+                [f"    def __init__({signature}) -> None:", "        super().__init__()", *init, ""]
+                if params or ints
+                else []
+            ),
+            f"    def forward(self, {forward_args}) -> torch.Tensor:",
+            f"        {contiguous}",
+            *(f"        {line}" for line in body),
+            "        return out",
+            "",
+        ]
+    )
+
+
+def rename(expression: str, old: str, new: str) -> str:
+    """``old`` replaced by ``new`` as a whole identifier in a C expression."""
+    return re.sub(rf"\b{re.escape(old)}\b", new, expression)

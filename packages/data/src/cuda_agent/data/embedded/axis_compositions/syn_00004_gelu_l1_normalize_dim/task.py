@@ -1,0 +1,28 @@
+"""Synthesized: gelu -> l1_normalize_dim (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 536
+D1 = 2048
+D2 = 256
+CPU_SIZES = {"BATCH": 80, "D1": 32, "D2": 512}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x)
+        return x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

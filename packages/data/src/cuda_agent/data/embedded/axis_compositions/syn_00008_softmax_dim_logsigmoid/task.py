@@ -1,0 +1,28 @@
+"""Synthesized: softmax_dim -> logsigmoid (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 256
+D1 = 2048
+D2 = 2048
+CPU_SIZES = {"BATCH": 392, "D1": 32, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.softmax(x, dim=self.dim)
+        return F.logsigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: selu -> mean_dim (2 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+from torch import nn
+
+BATCH = 48
+D1 = 4096
+D2 = 2048
+CPU_SIZES = {"BATCH": 664, "D1": 64, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.selu(x)
+        return torch.mean(x, dim=self.dim, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [2]

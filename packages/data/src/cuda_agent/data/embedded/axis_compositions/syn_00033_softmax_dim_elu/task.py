@@ -1,0 +1,29 @@
+"""Synthesized: softmax_dim -> elu (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1024
+D1 = 512
+D2 = 2048
+CPU_SIZES = {"BATCH": 8, "D1": 512, "D2": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, alpha: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.softmax(x, dim=self.dim)
+        return F.elu(x, alpha=self.alpha)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1, 1.16]

@@ -1,0 +1,27 @@
+"""Synthesized: sub -> min_dim (2 operators); output shape (BATCH, 1, D2)."""
+
+import torch
+from torch import nn
+
+BATCH = 56
+D1 = 2048
+D2 = 4096
+CPU_SIZES = {"BATCH": 24, "D1": 512, "D2": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x - y
+        return torch.min(x, dim=self.dim, keepdim=True)[0]
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2), torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,28 @@
+"""Synthesized: max_dim -> softplus (2 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 512
+D1 = 1024
+D2 = 2048
+CPU_SIZES = {"BATCH": 32, "D1": 256, "D2": 512}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.max(x, dim=self.dim, keepdim=True)[0]
+        return F.softplus(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [2]

@@ -1,0 +1,26 @@
+"""Synthesized: sin -> log_softmax_dim (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 1048576
+DIM = 1024
+CPU_SIZES = {"BATCH": 672, "DIM": 1024}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sin(x)
+        return torch.log_softmax(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

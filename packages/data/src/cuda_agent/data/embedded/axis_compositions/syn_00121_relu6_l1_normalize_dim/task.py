@@ -1,0 +1,28 @@
+"""Synthesized: relu6 -> l1_normalize_dim (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 496
+D1 = 1024
+D2 = 512
+CPU_SIZES = {"BATCH": 256, "D1": 128, "D2": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu6(x)
+        return x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

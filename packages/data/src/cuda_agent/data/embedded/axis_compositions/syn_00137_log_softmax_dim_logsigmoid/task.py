@@ -1,0 +1,27 @@
+"""Synthesized: log_softmax_dim -> logsigmoid (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 131072
+DIM = 8192
+CPU_SIZES = {"BATCH": 4024, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.log_softmax(x, dim=self.dim)
+        return F.logsigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]

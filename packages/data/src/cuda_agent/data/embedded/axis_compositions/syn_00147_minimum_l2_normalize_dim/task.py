@@ -1,0 +1,26 @@
+"""Synthesized: minimum -> l2_normalize_dim (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 2400, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = torch.minimum(x, y)
+        return x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM), torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1]
