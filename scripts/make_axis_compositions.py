@@ -5,7 +5,8 @@
 
 Training compositions that reduce or normalise along the axis an integer constructor argument
 names, as KernelBench's level-1 reductions and softmax-like problems do
-(``compose(axes=True)``: ``torch.sum(x, dim=self.dim)``, ``torch.softmax(x, dim=self.dim)``
+(``compose(axes=True)``: ``torch.sum(x, dim=self.dim)``, ``torch.argmax(x, dim=self.dim)``,
+``torch.softmax(x, dim=self.dim)``
 on a 2-D or 3-D input, any axis but the batch's), beside elementwise operators: ``cuda-agent synth --backend cpu --seed 3 --teachable --axes
 --max-ops 3``, with the synth command's own rules (no operator combination of a shipped
 held-out set, nothing 0.9 similar to a held-out task or a KernelBench problem) and one more:

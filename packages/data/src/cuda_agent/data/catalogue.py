@@ -55,6 +55,9 @@ class Reduction:
     step: str
     finish: str
     combine: str = "{a} + {b}"
+    # the output is the extreme's position along the axis (int64, ``at``, over ``k``), the
+    # first of equal ones as torch's: ``argmax``, ``argmin``; the chain's last op
+    index: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,10 @@ class Op:
     cost: float = 8.0
     shape: Callable[[Dims, str], Dims] = field(default=lambda dims, new: dims, repr=False)
     axis: bool = False  # reduces the axis an integer constructor argument names (``{dim}``)
+    # its C form rounds as torch's does (one IEEE operation, a min, a max or a sign): the
+    # same bits on both sides, so an index reduction after it (argmax) picks the same
+    # element; after exp or tanh the last bit differs and near ties pick others
+    exact: bool = False
 
     @property
     def teachable(self) -> bool:
@@ -115,11 +122,12 @@ class Op:
     def forward_line(
         self, x: str, y: str, module: str, names: Mapping[str, str], keepdim: bool = False
     ) -> str:
-        """The op's expression in a forward, its parameters renamed by ``names`` (an axis
-        op's ``dim`` too); ``keepdim`` an axis op's ``keepdim=True``."""
+        """The op's expression in a forward, its parameters renamed by ``names``; an axis op's
+        axis is ``names["dim"]`` as written (``self.dim``, or a number); ``keepdim`` an axis
+        op's ``keepdim=True``."""
         fields = {p.name: f"self.{names.get(p.name, p.name)}" for p in self.params}
         if self.axis:
-            fields["dim"] = f"self.{names.get('dim', 'dim')}"
+            fields["dim"] = names.get("dim", "self.dim")
             fields["keepdim"] = ", keepdim=True" if keepdim else ""
         return self.call.format(x=x, y=y, m=f"self.{module}", **fields)
 
@@ -183,12 +191,21 @@ def _flatten(dims: Dims, new: str) -> Dims:
     return (dims[0], " * ".join(d if d.isidentifier() else f"({d})" for d in dims[1:]))
 
 
-def _unary(name: str, target: str, call: str, c: str, *params: Param, weight: float = 1.0) -> Op:
-    return Op(name, target, "unary", call, params=params, c=c, weight=weight)
+def _unary(
+    name: str,
+    target: str,
+    call: str,
+    c: str,
+    *params: Param,
+    weight: float = 1.0,
+    exact: bool = False,
+) -> Op:
+    return Op(name, target, "unary", call, params=params, c=c, weight=weight, exact=exact)
 
 
 def _binary(name: str, target: str, call: str, c: str) -> Op:
-    return Op(name, target, "binary", call, c=c, weight=1.5, cost=12.0)
+    """Every binary op is one IEEE operation or a min or max (``Op.exact``)."""
+    return Op(name, target, "binary", call, c=c, weight=1.5, cost=12.0, exact=True)
 
 
 def _reduction(name: str, target: str, call: str, reduce: Reduction | None) -> Op:
@@ -198,8 +215,11 @@ def _reduction(name: str, target: str, call: str, reduce: Reduction | None) -> O
 def _axis_reduction(name: str, target: str, call: str, reduce: Reduction) -> Op:
     """A reduction over the axis ``self.dim`` (an integer constructor argument), as
     KernelBench's level-1 reductions: ``torch.sum(x, dim=self.dim, keepdim=True)``. Drawn only
-    by ``compose(axes=True)``."""
-    return Op(name, target, "reduction", call, (2, 3), reduce=reduce, cost=4.0, axis=True)
+    by ``compose(axes=True)``; an index one (argmax) three times as often where it may be
+    drawn (last, after exact ops), or it would be one task in thirty."""
+    weight = 3.0 if reduce.index else 1.0
+    return Op(name, target, "reduction", call, (2, 3), reduce=reduce, cost=4.0, axis=True,
+              weight=weight)  # fmt: skip
 
 
 def _axis_normalization(name: str, target: str, call: str, normalize: Normalization) -> Op:
@@ -217,8 +237,8 @@ _SOFTPLUS = "(v > 20.f ? v : log1pf(expf(v)))"
 
 # The ops, by kind. Unary and binary ops carry their C expression; reductions their C loop.
 _OPS: tuple[Op, ...] = (
-    _unary("relu", "torch.relu", "torch.relu({x})", "v > 0.f ? v : 0.f", weight=2.0),
-    _unary("relu6", "torch.nn.functional.relu6", "F.relu6({x})", "fminf(fmaxf(v, 0.f), 6.f)"),
+    _unary("relu", "torch.relu", "torch.relu({x})", "v > 0.f ? v : 0.f", weight=2.0, exact=True),
+    _unary("relu6", "torch.nn.functional.relu6", "F.relu6({x})", "fminf(fmaxf(v, 0.f), 6.f)", exact=True),
     _unary(
         "leaky_relu",
         "torch.nn.functional.leaky_relu",
@@ -271,6 +291,7 @@ _OPS: tuple[Op, ...] = (
         "F.hardtanh({x}, -{limit}, {limit})",
         "fminf(fmaxf(v, -limit), limit)",
         Param("limit", 0.5, 2.0),
+        exact=True,
     ),
     _unary("softsign", "torch.nn.functional.softsign", "F.softsign({x})", "v / (1.f + fabsf(v))"),
     _unary(
@@ -279,8 +300,8 @@ _OPS: tuple[Op, ...] = (
         "F.logsigmoid({x})",
         "fminf(v, 0.f) - log1pf(expf(-fabsf(v)))",
     ),
-    _unary("abs", "torch.abs", "torch.abs({x})", "fabsf(v)"),
-    _unary("square", "torch.square", "torch.square({x})", "v * v"),
+    _unary("abs", "torch.abs", "torch.abs({x})", "fabsf(v)", exact=True),
+    _unary("square", "torch.square", "torch.square({x})", "v * v", exact=True),
     _unary("exp", "torch.exp", "torch.exp({x})", "expf(v)", weight=0.5),
     _unary("sin", "torch.sin", "torch.sin({x})", "sinf(v)", weight=0.5),
     # NaN for negative inputs: kept in the catalogue, removed by the finite-output filter
@@ -292,9 +313,10 @@ _OPS: tuple[Op, ...] = (
         "torch.clamp({x}, min=-{bound}, max={bound})",
         "fminf(fmaxf(v, -bound), bound)",
         Param("bound", 0.5, 2.0),
+        exact=True,
     ),
-    _unary("scale", "torch.mul", "{x} * {scale}", "v * scale", Param("scale", 0.25, 4.0)),
-    _unary("shift", "torch.add", "{x} + {shift}", "v + shift", Param("shift", -1.0, 1.0)),
+    _unary("scale", "torch.mul", "{x} * {scale}", "v * scale", Param("scale", 0.25, 4.0), exact=True),
+    _unary("shift", "torch.add", "{x} + {shift}", "v + shift", Param("shift", -1.0, 1.0), exact=True),
     _binary("add", "torch.add", "{x} + {y}", "v + {y}"),
     _binary("sub", "torch.sub", "{x} - {y}", "v - {y}"),
     _binary("mul", "torch.mul", "{x} * {y}", "v * {y}"),
@@ -325,6 +347,12 @@ _OPS: tuple[Op, ...] = (
     ),
     _axis_reduction(
         "min_dim", "torch.min", "torch.min({x}, dim={dim}{keepdim})[0]", Reduction("INFINITY", "acc = fmin(acc, (double)v)", "acc", "fmin({a}, {b})")
+    ),
+    _axis_reduction(
+        "argmax_dim", "torch.argmax", "torch.argmax({x}, dim={dim}{keepdim})", Reduction("-INFINITY", "if ((double)v > acc) { acc = v; at = k; }", "at", index=True)
+    ),
+    _axis_reduction(
+        "argmin_dim", "torch.argmin", "torch.argmin({x}, dim={dim}{keepdim})", Reduction("INFINITY", "if ((double)v < acc) { acc = v; at = k; }", "at", index=True)
     ),
     _axis_reduction(
         "norm_dim",
@@ -404,17 +432,21 @@ def catalogue() -> dict[str, Op]:
 def chain_teachable(first_input: Dims, ops: Sequence[str]) -> bool:
     """Whether ``solutions.py`` can write a chain of ``ops`` (names, in order) on a first input
     of shape ``first_input`` in C: the input 2-D or 3-D, every op ``teachable``, at most one
-    reduction or normalisation and no second input after it. ``Composition.teachable`` asks it; ``compose`` draws only such
+    reduction or normalisation, no second input after it and nothing after an index
+    (``argmax``). ``Composition.teachable`` asks it; ``compose`` draws only such
     chains with ``teachable=True``."""
     known = catalogue()
-    reduced = False
+    reduced = indexed = False
     if len(first_input) not in (2, 3):
         return False
     for name in ops:
         op = known[name]
         if not op.teachable or (reduced and op.kind in ("binary", "reduction", "normalize")):
             return False
+        if indexed:  # nothing after an index (int64) output
+            return False
         reduced |= op.kind in ("reduction", "normalize")
+        indexed = op.reduce is not None and op.reduce.index
     return True
 
 

@@ -49,11 +49,13 @@ class Chain:
             lines = self.reduced_lines_of_axis("reduced")
             kept = " + (1,)" if self.keepdim else ""
             shape = f"x.shape[:d]{kept} + x.shape[d + 1 :]"
-        return [*lines, f"out = torch.empty({shape}, dtype=x.dtype, device=x.device)"]
+        dtype = "torch.int64" if self.index else "x.dtype"
+        return [*lines, f"out = torch.empty({shape}, dtype={dtype}, device=x.device)"]
 
     def reduced_lines_of_axis(self, what: str) -> list[str]:
         """An axis op's ``d`` and ``cols`` (``outer`` and ``inner`` too for a middle axis)."""
-        lines = [f"d = self.{self.axis_arg} % x.dim()  # the {what} axis"]
+        axis = f"self.{self.axis_arg} % x.dim()" if self.axis_arg else str(self.axis)
+        lines = [f"d = {axis}  # the {what} axis"]
         if self.middle:
             lines.append(
                 "outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()"
@@ -68,12 +70,33 @@ class Chain:
         return ", ".join(["out", *self.tensors, *(f"self.{p}" for p in self.params), sizes])
 
     @property
+    def index(self) -> bool:
+        """Whether the output is an index (int64: ``argmax``, ``Reduction.index``)."""
+        return self.reduce is not None and self.reduce.index
+
+    @property
     def args(self) -> str:
         """The kernel's parameters before its sizes."""
         return ", ".join(
-            ["float* out", *(f"const float* {t}" for t in self.tensors)]
+            ["long long* out" if self.index else "float* out"]
+            + [f"const float* {t}" for t in self.tensors]
             + [f"float {p}" for p in self.params]
         )
+
+    def finish_lines(self, at: str) -> list[str]:
+        """A reduction's last lines (unindented): ``finish`` and the ops after it into
+        ``out[at]``; an index reduction's position."""
+        assert self.reduce is not None
+        if self.index:
+            return [f"out[{at}] = at;"]
+        return [f"float v = (float)({self.reduce.finish});", *self.after, f"out[{at}] = v;"]
+
+    def step_lines(self) -> list[str]:
+        """A reduction's per-element lines (unindented): an index reduction's position first
+        declared by the caller (``at``)."""
+        assert self.reduce is not None
+        step = self.reduce.step
+        return [f"{step}{'' if step.endswith('}') else ';'}  // {self.reduction_line}"]
 
 
 def read_chain(composition: Composition) -> Chain:

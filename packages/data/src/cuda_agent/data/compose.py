@@ -61,7 +61,8 @@ class Step:
     module: str = ""
     new_size: str = ""
     in_size: str = ""
-    # an axis op's: the constructor argument naming the axis, its value, and keepdim
+    # an axis op's: the constructor argument naming the axis ("" where the forward writes
+    # the axis as a number, ``dim=1``), its value, and keepdim
     axis_arg: str = ""
     axis: int | None = None
     keepdim: bool = False
@@ -140,8 +141,9 @@ def compose(
     names, as KernelBench's level-1 reductions and softmax do (``torch.sum(x,
     dim=self.dim)``, ``torch.softmax(x, dim=self.dim)``): every chain holds one such op
     (``Op.axis``) on a 2-D or 3-D input (``BATCH, D1, D2``, 3 draws in 4), over
-    any axis but the batch's (``_draw_axis``), ``keepdim`` half the time (teachable chains
-    only); without it no axis op is drawn (the
+    any axis but the batch's (``_draw_axis``), ``keepdim`` half the time, the axis written as
+    a number (``dim=1``, no constructor argument) 3 times in 10 (teachable chains only);
+    without it no axis op is drawn (the
     draws are those of the sets made before axis ops existed)."""
     if not 1 <= max_ops <= 5:
         raise ValueError("max_ops must be 1 to 5")
@@ -161,7 +163,9 @@ def compose(
     raise CompositionError(f"no chain of {count} ops could be drawn from {sorted(ops)}")
 
 
-_Axis = tuple[int, bool] | None  # an axis op's (axis, keepdim); None for other ops
+# an axis op's (axis, keepdim, literal: the forward writes the number, no constructor
+# argument); None for other ops
+_Axis = tuple[int, bool, bool] | None
 
 
 def _draw_chain(
@@ -193,6 +197,12 @@ def _draw_chain(
             # one to write): beside one other op at most, its CUDA answers are at most 769
             # SmolLM2 tokens (863 with two), a warm start's auto budget 1,024 (1,088)
             and not (op.kind == "normalize" and count > 2)
+            # an index (int64: argmax) ends the chain, after exact ops only (``Op.exact``)
+            and not (
+                op.reduce is not None
+                and op.reduce.index
+                and (position != count - 1 or not all(o.exact for o in chain))
+            )
         ]
         if not choices:
             return None
@@ -201,9 +211,11 @@ def _draw_chain(
         reduced |= op.kind in ("reduction", "normalize")
         axis: _Axis = None
         if op.axis:  # (keepdim: a reduction's choice; a normalisation keeps every axis)
-            axis = (_draw_axis(rng, len(dims)), op.kind == "reduction" and rng.random() < 0.5)
+            keepdim = op.kind == "reduction" and rng.random() < 0.5
+            # as KernelBench's softmax and norms: ``dim=1`` in the forward, 3 draws in 10
+            axis = (_draw_axis(rng, len(dims)), keepdim, rng.random() < 0.3)
         drawn_axes.append(axis)
-        dims = op.step_shape(dims, op.new_size or "NEW", *(axis or (None, False)))
+        dims = op.step_shape(dims, op.new_size or "NEW", *(axis[:2] if axis else (None, False)))
     return start, chain, drawn_axes
 
 
@@ -230,7 +242,8 @@ def _build(
     for op, axis in zip(chain, axes, strict=True):
         params = {_unique(p.name, used): p.draw(rng) for p in op.params}
         operand = module = new = read = ""
-        axis_arg = _unique("dim", used) if axis is not None else ""
+        axis_arg = _unique("dim", used) if axis is not None and not axis[2] else ""
+        axis_of, keepdim = axis[:2] if axis is not None else (None, False)
         if op.kind == "binary":
             operand = "yzuvwst"[len(inputs) - 1]
             inputs.append((operand, dims))
@@ -238,10 +251,8 @@ def _build(
             module = _unique(op.name, used)
             read = dims[1] if len(dims) == 4 else dims[-1]
             new = _unique(op.new_size, used) if op.new_size else ""
-        steps.append(
-            Step(op.name, params, operand, module, new, read, axis_arg, *(axis or (None, False)))
-        )
-        dims = op.step_shape(dims, new, *(axis or (None, False)))
+        steps.append(Step(op.name, params, operand, module, new, read, axis_arg, axis_of, keepdim))
+        dims = op.step_shape(dims, new, axis_of, keepdim)
     names = _size_names(inputs, steps)
     sizes = choose_sizes(rng, "cuda", names, steps, inputs)
     cpu_sizes = choose_sizes(rng, "cpu", names, steps, inputs)
@@ -292,8 +303,8 @@ def forward_lines(chain: Sequence[Op], steps: Sequence[Step]) -> list[str]:
     lines = []
     for op, s in zip(chain, steps, strict=True):
         names = {p.name: n for p, n in zip(op.params, s.params, strict=True)}
-        if s.axis_arg:
-            names["dim"] = s.axis_arg
+        if s.axis is not None:
+            names["dim"] = f"self.{s.axis_arg}" if s.axis_arg else str(s.axis)
         lines.append(op.forward_line("x", s.operand, s.module, names, s.keepdim))
     return lines
 

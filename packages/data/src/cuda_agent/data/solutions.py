@@ -65,15 +65,14 @@ def cpu_solution(composition: Composition) -> str:
             "    for (long o = 0; o < outer * inner; ++o) {",
             "        long first = o / inner * cols * inner + o % inner;  // the output's first",
             f"        double acc = {reduce.init};",
+            *(["        long long at = 0;  // the first extreme's position"] if c.index else []),
             "        for (long k = 0; k < cols; ++k) {",
             "            long i = first + k * inner;",
             "            float v = x[i];",
             *(f"            {line}" for line in before),
-            f"            {reduce.step};  // {c.reduction_line}",
+            *(f"            {line}" for line in c.step_lines()),
             "        }",
-            f"        float v = (float)({reduce.finish});",
-            *(f"        {line}" for line in after),
-            "        out[o] = v;",
+            *(f"        {line}" for line in c.finish_lines("o")),
             "    }",
             "}",
         ]
@@ -109,10 +108,8 @@ def has_reduction(composition: Composition) -> bool:
     """Whether the chain reduces a row, its input's last axis (the chains ``cuda_solution``
     has two styles for)."""
     rank = len(composition.inputs[0][1])
-    return any(
-        catalogue()[step.op].reduce is not None and step.axis in (None, rank - 1)
-        for step in composition.steps
-    )
+    reductions = [(catalogue()[s.op].reduce, s.axis) for s in composition.steps]
+    return any(r is not None and not r.index and axis in (None, rank - 1) for r, axis in reductions)
 
 
 def cuda_solution(composition: Composition, style: str = "block") -> str:
@@ -127,6 +124,8 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
     if style == "warp":
         if read_chain(composition).normalize is not None:
             raise ValueError(f"{composition.name}: normalises: no warp-per-row form")
+        if read_chain(composition).index:
+            raise ValueError(f"{composition.name}: an index (argmax): no warp-per-row form")
         if read_chain(composition).middle:
             raise ValueError(f"{composition.name}: reduces a middle axis: no warp-per-row form")
         if not has_reduction(composition):
@@ -135,7 +134,7 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
     c = read_chain(composition)
     if c.normalize is not None:
         return cuda_normalization(c)
-    if c.middle:
+    if c.middle or c.index:  # (an index: a thread per output on any axis)
         return _middle_solution(c)
     before, after, reduce, name, args = c.before, c.after, c.reduce, NAME, c.args
     if reduce is None:
@@ -192,7 +191,8 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
 
 
 def _middle_solution(c: Chain) -> str:
-    """A reduction over a middle axis as a thread per output (``cuda_solution``)."""
+    """A reduction over a middle axis, or an index reduction over any, as a thread per output
+    (``cuda_solution``)."""
     reduce, name, args = c.reduce, NAME, c.args
     assert reduce is not None
     kernel = [
@@ -203,19 +203,21 @@ def _middle_solution(c: Chain) -> str:
         "    if (o >= outer * inner) return;",
         "    long long first = o / inner * cols * inner + o % inner;  // the output's first",
         f"    double acc = {reduce.init};",
+        *(["    long long at = 0;  // the first extreme's position"] if c.index else []),
         "    for (long long k = 0; k < cols; ++k) {",
         "        long long i = first + k * inner;  // neighbouring threads: neighbouring i",
         "        float v = x[i];",
         *(f"        {line}" for line in c.before),
-        f"        {reduce.step};  // {c.reduction_line}",
+        *(f"        {line}" for line in c.step_lines()),
         "    }",
-        f"    float v = (float)({reduce.finish});",
-        *(f"    {line}" for line in c.after),
-        "    out[o] = v;",
+        *(f"    {line}" for line in c.finish_lines("o")),
         "}",
     ]
+    lines = c.reduced_lines()
+    if not c.middle:  # the last axis: one row an output
+        lines.insert(-1, "outer, inner = x.numel() // cols, 1")
     body = [
-        *c.reduced_lines(),
+        *lines,
         f"args = ({c.launch_args('outer, cols, inner')})",
         f"{name}(grid=((outer * inner + 255) // 256,), block=(256,), args=args)",
     ]

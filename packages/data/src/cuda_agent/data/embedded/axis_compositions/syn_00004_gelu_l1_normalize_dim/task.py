@@ -4,10 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 536
-D1 = 2048
+BATCH = 4592
+D1 = 256
 D2 = 256
-CPU_SIZES = {"BATCH": 80, "D1": 32, "D2": 512}
+CPU_SIZES = {"BATCH": 13, "D1": 512, "D2": 64}
 
 
 class Model(nn.Module):

@@ -4,9 +4,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 524288
-DIM = 2048
-CPU_SIZES = {"BATCH": 2248, "DIM": 1024}
+BATCH = 180456
+DIM = 4096
+CPU_SIZES = {"BATCH": 25336, "DIM": 128}
 
 
 class Model(nn.Module):

@@ -1,24 +1,23 @@
-"""Synthesized: elu -> min_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: elu -> min_dim (2 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 512
-D1 = 1024
+BATCH = 256
+D1 = 2048
 D2 = 2048
-CPU_SIZES = {"BATCH": 48, "D1": 256, "D2": 256}
+CPU_SIZES = {"BATCH": 664, "D1": 32, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, alpha: float) -> None:
+    def __init__(self, alpha: float) -> None:
         super().__init__()
-        self.dim = dim
         self.alpha = alpha
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.elu(x, alpha=self.alpha)
-        return torch.min(x, dim=self.dim, keepdim=True)[0]
+        return torch.min(x, dim=1)[0]
 
 
 def get_inputs():
@@ -26,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2, 0.69]
+    return [0.77]

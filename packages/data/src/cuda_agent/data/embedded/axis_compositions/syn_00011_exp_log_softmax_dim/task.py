@@ -3,10 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 1712
-D1 = 1024
-D2 = 512
-CPU_SIZES = {"BATCH": 4096, "D1": 32, "D2": 32}
+BATCH = 696
+D1 = 512
+D2 = 2048
+CPU_SIZES = {"BATCH": 1712, "D1": 32, "D2": 64}
 
 
 class Model(nn.Module):

@@ -3,10 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 128
-D1 = 4096
+BATCH = 256
+D1 = 2048
 D2 = 2048
-CPU_SIZES = {"BATCH": 56, "D1": 64, "D2": 256}
+CPU_SIZES = {"BATCH": 120, "D1": 256, "D2": 128}
 
 
 class Model(nn.Module):

@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 240
-D1 = 1024
-D2 = 4096
+BATCH = 40
+D1 = 4096
+D2 = 2048
 CPU_SIZES = {"BATCH": 120, "D1": 64, "D2": 512}
 
 

@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 1013560
-DIM = 1024
+BATCH = 131072
+DIM = 8192
 CPU_SIZES = {"BATCH": 10888, "DIM": 256}
 
 

@@ -1,23 +1,22 @@
-"""Synthesized: silu -> mean_dim (2 operators); output shape (BATCH, 1, D2)."""
+"""Synthesized: silu -> mean_dim (2 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 2848
-D1 = 256
-D2 = 1024
-CPU_SIZES = {"BATCH": 992, "D1": 64, "D2": 64}
+BATCH = 1128
+D1 = 1024
+D2 = 512
+CPU_SIZES = {"BATCH": 160, "D1": 64, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.silu(x)
-        return torch.mean(x, dim=self.dim, keepdim=True)
+        return torch.mean(x, dim=1)
 
 
 def get_inputs():
@@ -25,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

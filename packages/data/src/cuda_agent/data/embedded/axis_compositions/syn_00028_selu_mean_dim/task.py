@@ -1,4 +1,4 @@
-"""Synthesized: selu -> mean_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: selu -> mean_dim (2 operators); output shape (BATCH, D2)."""
 
 import torch
 from torch import nn
@@ -16,7 +16,7 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.selu(x)
-        return torch.mean(x, dim=self.dim, keepdim=True)
+        return torch.mean(x, dim=self.dim)
 
 
 def get_inputs():
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2]
+    return [1]

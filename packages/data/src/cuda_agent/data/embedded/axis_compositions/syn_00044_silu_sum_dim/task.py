@@ -1,23 +1,22 @@
-"""Synthesized: silu -> sum_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: silu -> sum_dim (2 operators); output shape (BATCH, D1, 1)."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 4096
-D1 = 512
-D2 = 512
-CPU_SIZES = {"BATCH": 944, "D1": 128, "D2": 32}
+BATCH = 2096
+D1 = 256
+D2 = 1024
+CPU_SIZES = {"BATCH": 104, "D1": 256, "D2": 128}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.silu(x)
-        return torch.sum(x, dim=self.dim)
+        return torch.sum(x, dim=2, keepdim=True)
 
 
 def get_inputs():
@@ -25,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

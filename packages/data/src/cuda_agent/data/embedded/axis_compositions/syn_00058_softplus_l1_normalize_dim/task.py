@@ -4,9 +4,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 2048
-D1 = 1024
-D2 = 512
+BATCH = 8192
+D1 = 512
+D2 = 256
 CPU_SIZES = {"BATCH": 48, "D1": 256, "D2": 256}
 
 

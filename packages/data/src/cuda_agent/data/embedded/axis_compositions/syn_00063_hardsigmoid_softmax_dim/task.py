@@ -4,9 +4,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 832
-D1 = 2048
-D2 = 256
+BATCH = 3784
+D1 = 256
+D2 = 512
 CPU_SIZES = {"BATCH": 56, "D1": 256, "D2": 32}
 
 

@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 274496
-DIM = 1024
+BATCH = 2097152
+DIM = 512
 CPU_SIZES = {"BATCH": 2096, "DIM": 256}
 
 

@@ -16,7 +16,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
             long i = first + k * inner;
             float v = x[i];
             v = fminf(fmaxf(v, 0.f), 6.f);  // F.relu6(x)
-            acc += v;  // torch.sum(x, dim=self.dim, keepdim=True)
+            acc += v;  // torch.sum(x, dim=self.dim)
         }
         float v = (float)(acc);
         out[o] = v;
@@ -35,8 +35,7 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         d = self.dim % x.dim()  # the reduced axis
-        cols = x.shape[d]
-        outer, inner = x.numel() // cols, 1
-        out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, outer, cols, inner)
         return out

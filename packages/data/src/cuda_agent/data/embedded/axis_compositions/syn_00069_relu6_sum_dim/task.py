@@ -1,12 +1,12 @@
-"""Synthesized: relu6 -> sum_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: relu6 -> sum_dim (2 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 1096
-D1 = 256
-D2 = 2048
+BATCH = 2048
+D1 = 2048
+D2 = 256
 CPU_SIZES = {"BATCH": 32, "D1": 128, "D2": 512}
 
 
@@ -17,7 +17,7 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu6(x)
-        return torch.sum(x, dim=self.dim, keepdim=True)
+        return torch.sum(x, dim=self.dim)
 
 
 def get_inputs():
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2]
+    return [1]

@@ -16,7 +16,7 @@ void fused_kernel(float* out, const float* x, float negative_slope, long outer, 
             long i = first + k * inner;
             float v = x[i];
             v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
-            acc = fmax(acc, (double)v);  // torch.max(x, dim=self.dim, keepdim=True)[0]
+            acc = fmax(acc, (double)v);  // torch.max(x, dim=1)[0]
         }
         float v = (float)(acc);
         out[o] = v;
@@ -28,16 +28,14 @@ void fused_kernel(float* out, const float* x, float negative_slope, long outer, 
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int, negative_slope: float) -> None:
+    def __init__(self, negative_slope: float) -> None:
         super().__init__()
-        self.dim = dim
         self.negative_slope = negative_slope
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = self.dim % x.dim()  # the reduced axis
-        cols = x.shape[d]
-        outer, inner = x.numel() // cols, 1
-        out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        d = 1  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, self.negative_slope, outer, cols, inner)
         return out

@@ -1,24 +1,23 @@
-"""Synthesized: leaky_relu -> max_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: leaky_relu -> max_dim (2 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 8192
-D1 = 512
-D2 = 256
-CPU_SIZES = {"BATCH": 1000, "D1": 64, "D2": 32}
+BATCH = 1024
+D1 = 2048
+D2 = 512
+CPU_SIZES = {"BATCH": 480, "D1": 256, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, negative_slope: float) -> None:
+    def __init__(self, negative_slope: float) -> None:
         super().__init__()
-        self.dim = dim
         self.negative_slope = negative_slope
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.leaky_relu(x, self.negative_slope)
-        return torch.max(x, dim=self.dim, keepdim=True)[0]
+        return torch.max(x, dim=1)[0]
 
 
 def get_inputs():
@@ -26,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2, 0.02]
+    return [0.08]

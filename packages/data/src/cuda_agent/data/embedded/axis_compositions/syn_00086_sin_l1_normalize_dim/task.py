@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 928
-D1 = 256
-D2 = 2048
+BATCH = 1024
+D1 = 2048
+D2 = 512
 CPU_SIZES = {"BATCH": 48, "D1": 128, "D2": 64}
 
 

@@ -3,20 +3,19 @@
 import torch
 from torch import nn
 
-BATCH = 2048
-D1 = 512
-D2 = 1024
-CPU_SIZES = {"BATCH": 6, "D1": 512, "D2": 256}
+BATCH = 64
+D1 = 4096
+D2 = 4096
+CPU_SIZES = {"BATCH": 208, "D1": 128, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.tanh(x)
-        return x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+        return x / torch.mean(torch.abs(x), dim=2, keepdim=True)
 
 
 def get_inputs():
@@ -24,4 +23,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2]
+    return []

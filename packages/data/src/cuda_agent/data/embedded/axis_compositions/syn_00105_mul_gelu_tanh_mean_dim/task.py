@@ -4,20 +4,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 815600
-DIM = 1024
-CPU_SIZES = {"BATCH": 1176, "DIM": 256}
+BATCH = 90784
+DIM = 4096
+CPU_SIZES = {"BATCH": 928, "DIM": 1024}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x = x * y
         x = F.gelu(x, approximate="tanh")
-        return torch.mean(x, dim=self.dim)
+        return torch.mean(x, dim=1)
 
 
 def get_inputs():
@@ -25,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 101336
-DIM = 8192
-CPU_SIZES = {"BATCH": 760, "DIM": 512}
+BATCH = 262144
+DIM = 4096
+CPU_SIZES = {"BATCH": 6408, "DIM": 128}
 
 
 class Model(nn.Module):

@@ -3,10 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 128
+BATCH = 256
 D1 = 2048
-D2 = 4096
-CPU_SIZES = {"BATCH": 8, "D1": 256, "D2": 256}
+D2 = 2048
+CPU_SIZES = {"BATCH": 1432, "D1": 64, "D2": 32}
 
 
 class Model(nn.Module):

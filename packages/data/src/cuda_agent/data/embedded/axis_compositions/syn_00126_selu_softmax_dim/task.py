@@ -3,10 +3,10 @@
 import torch
 from torch import nn
 
-BATCH = 512
+BATCH = 256
 D1 = 4096
-D2 = 512
-CPU_SIZES = {"BATCH": 56, "D1": 512, "D2": 128}
+D2 = 1024
+CPU_SIZES = {"BATCH": 24, "D1": 256, "D2": 256}
 
 
 class Model(nn.Module):

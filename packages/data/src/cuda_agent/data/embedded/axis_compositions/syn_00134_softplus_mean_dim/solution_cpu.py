@@ -16,7 +16,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
             long i = first + k * inner;
             float v = x[i];
             v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
-            acc += v;  // torch.mean(x, dim=self.dim)
+            acc += v;  // torch.mean(x, dim=self.dim, keepdim=True)
         }
         float v = (float)(acc / cols);
         out[o] = v;
@@ -36,6 +36,6 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
-        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, outer, cols, inner)
         return out

@@ -14,7 +14,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
         long long i = first + k * inner;  // neighbouring threads: neighbouring i
         float v = x[i];
         v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
-        acc += v;  // torch.mean(x, dim=self.dim)
+        acc += v;  // torch.mean(x, dim=self.dim, keepdim=True)
     }
     float v = (float)(acc / cols);
     out[o] = v;
@@ -33,7 +33,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
-        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         args = (out, x, outer, cols, inner)
         fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
         return out

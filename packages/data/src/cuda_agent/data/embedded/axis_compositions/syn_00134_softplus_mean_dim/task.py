@@ -1,13 +1,13 @@
-"""Synthesized: softplus -> mean_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: softplus -> mean_dim (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 256
-D1 = 4096
-D2 = 1024
-CPU_SIZES = {"BATCH": 96, "D1": 64, "D2": 512}
+BATCH = 2048
+D1 = 1024
+D2 = 512
+CPU_SIZES = {"BATCH": 112, "D1": 128, "D2": 128}
 
 
 class Model(nn.Module):
@@ -17,7 +17,7 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.softplus(x)
-        return torch.mean(x, dim=self.dim)
+        return torch.mean(x, dim=self.dim, keepdim=True)
 
 
 def get_inputs():

@@ -4,10 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 384
+BATCH = 120
 D1 = 2048
-D2 = 1024
-CPU_SIZES = {"BATCH": 48, "D1": 256, "D2": 128}
+D2 = 2048
+CPU_SIZES = {"BATCH": 3, "D1": 512, "D2": 512}
 
 
 class Model(nn.Module):

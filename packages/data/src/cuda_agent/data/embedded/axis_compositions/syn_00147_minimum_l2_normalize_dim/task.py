@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
-BATCH = 262144
-DIM = 4096
-CPU_SIZES = {"BATCH": 2400, "DIM": 512}
+BATCH = 433472
+DIM = 2048
+CPU_SIZES = {"BATCH": 1760, "DIM": 512}
 
 
 class Model(nn.Module):

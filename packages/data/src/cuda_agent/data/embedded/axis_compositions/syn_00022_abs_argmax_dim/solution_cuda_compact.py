@@ -1,0 +1,38 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+#define INFINITY __int_as_float(0x7f800000)
+
+extern "C" __global__ void fused_kernel(long long* out, const float* x, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the output's first
+    double acc = -INFINITY;
+    long long at = 0;  // the first extreme's position
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;  // neighbouring threads: neighbouring i
+        float v = x[i];
+        v = fabsf(v);  // torch.abs(x)
+        if ((double)v > acc) { acc = v; at = k; }  // torch.argmax(x, dim=1, keepdim=True)
+    }
+    out[o] = at;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = 1  # the reduced axis
+        cols = x.shape[d]
+        outer, inner = x.numel() // cols, 1
+        out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=torch.int64, device=x.device)
+        args = (out, x, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
+        return out

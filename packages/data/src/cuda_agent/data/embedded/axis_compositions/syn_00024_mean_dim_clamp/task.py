@@ -1,0 +1,27 @@
+"""Synthesized: mean_dim -> clamp (2 operators); output shape (BATCH)."""
+
+import torch
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 11560, "DIM": 256}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, bound: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.bound = bound
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.mean(x, dim=self.dim)
+        return torch.clamp(x, min=-self.bound, max=self.bound)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1, 0.91]

@@ -1,0 +1,28 @@
+"""Synthesized: sum_dim -> relu6 (2 operators); output shape (BATCH, 1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1024
+D1 = 256
+D2 = 4096
+CPU_SIZES = {"BATCH": 1024, "D1": 128, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sum(x, dim=self.dim, keepdim=True)
+        return F.relu6(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: sub -> norm_dim (2 operators); output shape (BATCH, D1)."""
+
+import torch
+from torch import nn
+
+BATCH = 512
+D1 = 4096
+D2 = 512
+CPU_SIZES = {"BATCH": 256, "D1": 256, "D2": 64}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x - y
+        return torch.linalg.vector_norm(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2), torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [2]

@@ -1,0 +1,28 @@
+"""Synthesized: sum_dim -> elu (2 operators); output shape (BATCH)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1048576
+DIM = 1024
+CPU_SIZES = {"BATCH": 8192, "DIM": 512}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, alpha: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sum(x, dim=self.dim)
+        return F.elu(x, alpha=self.alpha)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1, 1.44]

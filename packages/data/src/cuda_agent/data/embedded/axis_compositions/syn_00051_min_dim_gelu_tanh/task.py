@@ -1,0 +1,27 @@
+"""Synthesized: min_dim -> gelu_tanh (2 operators); output shape (BATCH, 1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1024
+D1 = 4096
+D2 = 256
+CPU_SIZES = {"BATCH": 512, "D1": 128, "D2": 64}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.min(x, dim=1, keepdim=True)[0]
+        return F.gelu(x, approximate="tanh")
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+"""Synthesized: relu6 -> argmax_dim (2 operators); output shape (BATCH, 1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 256
+D1 = 1024
+D2 = 4096
+CPU_SIZES = {"BATCH": 8, "D1": 256, "D2": 512}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu6(x)
+        return torch.argmax(x, dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,26 @@
+"""Synthesized: mul -> argmin_dim (2 operators); output shape (BATCH, 1, D2)."""
+
+import torch
+from torch import nn
+
+BATCH = 2048
+D1 = 256
+D2 = 2048
+CPU_SIZES = {"BATCH": 40, "D1": 128, "D2": 256}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x * y
+        return torch.argmin(x, dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2), torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return []

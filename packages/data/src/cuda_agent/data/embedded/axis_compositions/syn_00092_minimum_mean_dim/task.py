@@ -1,0 +1,26 @@
+"""Synthesized: minimum -> mean_dim (2 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+from torch import nn
+
+BATCH = 24
+D1 = 4096
+D2 = 4096
+CPU_SIZES = {"BATCH": 336, "D1": 128, "D2": 32}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = torch.minimum(x, y)
+        return torch.mean(x, dim=2, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2), torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return []

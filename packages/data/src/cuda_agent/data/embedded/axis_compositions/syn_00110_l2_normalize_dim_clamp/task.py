@@ -1,0 +1,27 @@
+"""Synthesized: l2_normalize_dim -> clamp (2 operators); output shape (BATCH, DIM)."""
+
+import torch
+from torch import nn
+
+BATCH = 2097152
+DIM = 512
+CPU_SIZES = {"BATCH": 328, "DIM": 2048}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int, bound: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.bound = bound
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+        return torch.clamp(x, min=-self.bound, max=self.bound)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return [1, 1.56]

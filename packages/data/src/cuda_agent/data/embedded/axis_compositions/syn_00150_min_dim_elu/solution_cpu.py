@@ -1,0 +1,41 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+fused_kernel = cpu_kernel(
+    r"""
+#include <math.h>
+
+void fused_kernel(float* out, const float* x, float alpha, long outer, long cols, long inner) {
+    #pragma omp parallel for
+    for (long o = 0; o < outer * inner; ++o) {
+        long first = o / inner * cols * inner + o % inner;  // the output's first
+        double acc = INFINITY;
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            acc = fmin(acc, (double)v);  // torch.min(x, dim=1, keepdim=True)[0]
+        }
+        float v = (float)(acc);
+        v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
+        out[o] = v;
+    }
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = 1  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        fused_kernel(out, x, self.alpha, outer, cols, inner)
+        return out
