@@ -2,6 +2,8 @@
 
     python scripts/make_axis_compositions.py WORK_DIR --kernelbench KB [--count 120]
         [--seed 3] [--workers 2]
+    python scripts/make_axis_compositions.py WORK_DIR --kernelbench KB --heldout
+        [--count 48] [--seed 4]
 
 Training compositions that reduce or normalise along the axis an integer constructor argument
 names, as KernelBench's level-1 reductions and softmax-like problems do
@@ -20,8 +22,15 @@ row for a reduction, a warp per row for a normalisation) and, for a last-axis re
 warp-per-row variant are written by
 ``data.solutions.cuda_solution`` and have not been judged here (no GPU).
 
+``--heldout`` makes their held-out counterpart (``heldout_axis_compositions``, for evaluation
+only, never trained on): the same generator and rules, another seed, and no operator
+combination of any training set of ``runner.task_sets.TRAINING_SETS`` (``synth-axes``
+included) nor anything 0.9 similar to a training task, as ``make_heldout_compositions.py``
+does for the held-out compositions.
+
 ``synthesize`` works in ``WORK_DIR`` (rerun to resume); the kept tasks, their manifest rows
-and the report are then copied into the package's ``embedded/axis_compositions``.
+and the report are then copied into the package's ``embedded/axis_compositions`` (or
+``embedded/heldout_axis_compositions``).
 """
 
 from __future__ import annotations
@@ -36,10 +45,26 @@ from pathlib import Path
 from cuda_agent.data import compose, load_kernelbench, synthesize
 from cuda_agent.data.catalogue import catalogue
 from cuda_agent.data.solutions import cuda_solution, has_reduction
-from cuda_agent.runner.task_sets import heldout_guard
+from cuda_agent.runner.task_sets import TRAINING_SETS, heldout_guard, load_set
 
 MAX_OPS = 3
-NAME = "axis_compositions"
+
+
+def training_guard() -> tuple[set[str], dict[str, str]]:
+    """The families and sources of every training set (their manifests' families where they
+    have one, as ``family_of`` reads a hand-written task otherwise)."""
+    from cuda_agent.data import family_of, load_embedded
+
+    families: set[str] = set()
+    sources: dict[str, str] = {}
+    for name in ("cpu_compositions", "axis_compositions"):
+        families |= {e.family for e in load_embedded(name).entries}
+    for name in TRAINING_SETS:
+        for task in load_set(name):
+            sources[task.name] = task.source
+            if not name.startswith("synth"):
+                families.add(family_of(task))
+    return families, sources
 
 
 def draw(seed: int, index: int):
@@ -51,18 +76,25 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("work", type=Path)
     parser.add_argument("--kernelbench", required=True)
-    parser.add_argument("--count", type=int, default=120)
-    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--heldout", action="store_true", help="the held-out counterpart")
+    parser.add_argument("--count", type=int)
+    parser.add_argument("--seed", type=int)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    count = args.count or (48 if args.heldout else 120)
+    seed = args.seed if args.seed is not None else (4 if args.heldout else 3)
+    name = "heldout_axis_compositions" if args.heldout else "axis_compositions"
     families, heldout = heldout_guard()
-    alone = {name for name, op in catalogue().items() if op.axis}  # a chain of one axis op
+    alone = {n for n, op in catalogue().items() if op.axis}  # a chain of one axis op
     against = {
         "heldout": heldout,
         "kernelbench": {t.name: t.source for t in load_kernelbench(args.kernelbench)},
     }
+    if args.heldout:
+        trained, against["training"] = training_guard()
+        families |= trained
     report = synthesize(
-        args.work, args.count, backend="cpu", max_ops=MAX_OPS, seed=args.seed,
+        args.work, count, backend="cpu", max_ops=MAX_OPS, seed=seed,
         workers=args.workers, teachable=True, axes=True, against=against,
         exclude_families=families | alone,
         progress=lambda kept, seen: print(f"kept {kept} of {seen}", flush=True),
@@ -70,11 +102,11 @@ def main() -> None:
     print(json.dumps(report.to_dict(), indent=2))
     rows = [json.loads(x) for x in (args.work / "manifest.jsonl").read_text().splitlines()]
     kept = [r for r in rows if r["kept"]]
-    into = Path(str(resources.files("cuda_agent.data") / "embedded" / NAME))
+    into = Path(str(resources.files("cuda_agent.data") / "embedded" / name))
     shutil.rmtree(into, ignore_errors=True)
     into.mkdir(parents=True)
     for row in kept:
-        comp = draw(args.seed, row["index"])
+        comp = draw(seed, row["index"])
         assert comp.source == (args.work / comp.name / "task.py").read_text(), comp.name
         shutil.copytree(args.work / comp.name, into / comp.name)
         (into / comp.name / "solution_cuda_compact.py").write_text(cuda_solution(comp))

@@ -19,14 +19,21 @@ from cuda_agent.runner.kernelbench_subset import ENV, L1_SUBSET, load_l1_subset
 from cuda_agent.runner.task_sets import HELDOUT, TRAINING_SETS, heldout_guard, load_set, task_sets
 
 HELDOUT_COMPOSITIONS = load_embedded("heldout_compositions")
+HELDOUT_AXES = load_embedded("heldout_axis_compositions")
+# each shipped held-out composition set and the training set it was drawn beside
+HELDOUT_SETS = {"heldout-compositions": HELDOUT_COMPOSITIONS, "heldout-axes": HELDOUT_AXES}
 
 
 def _families(name: str) -> set[str]:
     """The data package's families of a training set (from the manifest's operators where the
     set has one, else from the torch calls of the source)."""
-    if name.startswith("synth"):  # synth, synth-variants: their manifest rows
+    if name.startswith("synth"):  # synth, synth-variants, synth-axes: their manifest rows
         names = {t.name for t in load_set(name)}
-        return {e.family for e in load_embedded("cpu_compositions").entries if e.name in names}
+        embedded = ("cpu_compositions", "axis_compositions")
+        entries = [e for set_name in embedded for e in load_embedded(set_name).entries]
+        found = {e.family for e in entries if e.name in names}
+        assert len({e.name for e in entries if e.name in names}) == len(names), name
+        return found
     return {family_of(t) for t in load_set(name)}
 
 
@@ -39,17 +46,27 @@ def test_there_are_enough_to_resolve_a_change_and_each_can_be_checked() -> None:
     assert set(counts) <= {1, 2, 3} and counts.count(2) > len(counts) / 2  # mostly pairs
 
 
+def test_the_axis_set_can_resolve_a_change_too() -> None:
+    assert len(HELDOUT_AXES) >= 48 and len(HELDOUT_AXES.families()) >= 40
+    for task in HELDOUT_AXES:
+        assert {"cpu"} <= set(task.solutions) and "cuda" in task.compact_solutions, task.name
+
+
+@pytest.mark.parametrize("heldout", HELDOUT_SETS)
 @pytest.mark.parametrize("training", TRAINING_SETS)
-def test_no_training_set_meets_the_heldout_compositions_by_family(training: str) -> None:
-    shared = {e.family for e in HELDOUT_COMPOSITIONS.entries} & _families(training)
-    assert not shared, f"{training} trains on the families {sorted(shared)}"
+def test_no_training_set_meets_a_heldout_composition_set_by_family(
+    training: str, heldout: str
+) -> None:
+    shared = {e.family for e in HELDOUT_SETS[heldout].entries} & _families(training)
+    assert not shared, f"{training} trains on the families {sorted(shared)} of {heldout}"
 
 
-def test_no_training_task_is_as_similar_as_the_decontamination_threshold() -> None:
+@pytest.mark.parametrize("heldout", HELDOUT_SETS)
+def test_no_training_task_is_as_similar_as_the_decontamination_threshold(heldout: str) -> None:
     training = {t.name: t.source for name in TRAINING_SETS for t in load_set(name)}
     index = SimilarityIndex.build(training)
     worst = max(
-        (index.nearest(t)[1], t.name, index.nearest(t)[0]) for t in HELDOUT_COMPOSITIONS
+        (index.nearest(t)[1], t.name, index.nearest(t)[0]) for t in HELDOUT_SETS[heldout]
     )  # fmt: skip
     assert worst[0] < 0.9, worst
 
@@ -82,6 +99,8 @@ def test_the_named_sets_load_where_train_and_eval_take_them() -> None:
 def test_synthesized_training_sets_stay_clear_of_every_shipped_evaluation_set() -> None:
     families, sources = heldout_guard()
     assert {e.family for e in HELDOUT_COMPOSITIONS.entries} <= families
+    assert {e.family for e in HELDOUT_AXES.entries} <= families
+    assert set(HELDOUT_AXES.names) <= set(sources)
     assert {"elu", "leaky_relu", "tanh", "hardswish", "amax", "mean"} <= families
     assert set(HELDOUT_COMPOSITIONS.names) | set(HELDOUT) <= set(sources)
 

@@ -200,3 +200,21 @@ def test_eval_set_samples_name_sets_of_eval_tasks_with_a_positive_count() -> Non
     # an evaluation of one set judges it as one unlabelled part: its own count would be unused
     with pytest.raises(ValueError, match="only set: give its samples as the evaluation's"):
         TrainConfig(eval_tasks="heldout-ops", eval_set_samples="heldout-ops=3")
+
+
+def test_the_axis_sets_shrink_at_small_sizes_too():
+    """``synth-axes`` and ``heldout-axes`` at their manifests' ``small_sizes`` (the same rule as
+    the other compositions'): at full size their inputs fill gigabytes on the GPU."""
+    flags = {"tasks": "synth-axes", "eval_tasks": "heldout-axes"}
+    full = task_sets(TrainConfig(**flags))
+    small = task_sets(TrainConfig(train_sizes="small", eval_sizes="small", **flags))
+    for name, before_set, after_set in zip(
+        ("axis_compositions", "heldout_axis_compositions"), full, small, strict=True
+    ):
+        manifest = {e.name: e.metadata["small_sizes"] for e in load_embedded(name).entries}
+        assert [t.name for t in before_set] == [t.name for t in after_set] == list(manifest)
+        shrunk = 0
+        for before, after in zip(before_set, after_set, strict=True):
+            assert after.sizes == {**before.sizes, **manifest[before.name]}, before.name
+            shrunk += after.sizes["BATCH"] < before.sizes["BATCH"]
+        assert shrunk >= 0.9 * len(manifest), name

@@ -151,7 +151,12 @@ def test_bad_arguments_are_clear_errors(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "size"),
-    [("cpu_compositions", 200), ("heldout_compositions", 96), ("axis_compositions", 120)],
+    [
+        ("cpu_compositions", 200),
+        ("heldout_compositions", 96),
+        ("axis_compositions", 120),
+        ("heldout_axis_compositions", 48),
+    ],
 )
 def test_embedded_compositions_solutions_pass_the_sandbox(name, size):
     """A sample of each shipped set: tasks load with their metadata, solutions are correct."""

@@ -18,7 +18,9 @@ named set, several joined by ``+``:
   middle axis of a 3-D input or the last);
 - evaluation sets (``EVAL_SETS``): ``heldout-ops`` (the six built-in held-out tasks, the
   default), ``heldout-compositions`` (compositions shipped with cuda-agent-data whose operator
-  combinations no training set has: ``data.load_embedded("heldout_compositions")``) and
+  combinations no training set has: ``data.load_embedded("heldout_compositions")``),
+  ``heldout-axes`` (their counterpart for ``synth-axes``: axis reductions and normalisations
+  whose operator combinations no training set has) and
   ``kernelbench-l1-subset`` (``kernelbench_subset.L1_SUBSET`` from a KernelBench checkout).
 
 A named set followed by ``:N`` is its first N tasks, in the set's own order (a fixed subset:
@@ -47,13 +49,14 @@ class TaskSetError(ValueError):
 
 
 TRAINING_SETS = ("builtin", "starter", "compact", "synth", "synth-variants", "synth-axes")
-EVAL_SETS = ("heldout-ops", "heldout-compositions", "kernelbench-l1-subset")
+EVAL_SETS = ("heldout-ops", "heldout-compositions", "heldout-axes", "kernelbench-l1-subset")
 BUILTIN_SETS = set(TRAINING_SETS)
 # the named sets shipped with cuda-agent-data (``data.load_embedded``)
 EMBEDDED_SETS = {
     "synth": "cpu_compositions",
     "synth-axes": "axis_compositions",
     "heldout-compositions": "heldout_compositions",
+    "heldout-axes": "heldout_axis_compositions",
 }
 # Built-in tasks never trained on by default: elementwise activations and row reductions
 # beside the starter suite's relu, silu, gelu_tanh and row_sum, none of them in it.
@@ -62,16 +65,18 @@ HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
 
 def heldout_guard() -> tuple[set[str], dict[str, str]]:
     """What synthesized training tasks must stay clear of: the operator combinations of the
-    evaluation sets shipped here (the built-in held-out tasks and the held-out compositions;
+    evaluation sets shipped here (the built-in held-out tasks, the held-out compositions and
+    the held-out axis compositions;
     ``cuda_agent.data`` families) and their sources (by name)."""
     from cuda_agent.data import family_of, load_embedded
 
     heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
     families = {family_of(t) for t in heldout}
     sources = {t.name: t.source for t in heldout}
-    for entry in load_embedded("heldout_compositions").entries:
-        families.add(entry.family)
-        sources[entry.name] = entry.task.source
+    for name in ("heldout_compositions", "heldout_axis_compositions"):
+        for entry in load_embedded(name).entries:
+            families.add(entry.family)
+            sources[entry.name] = entry.task.source
     return families, sources
 
 
@@ -132,7 +137,7 @@ def at_small_sizes(tasks: list[Task]) -> list[Task]:
 
     shipped = {
         entry.task.source: entry.metadata["small_sizes"]
-        for name in ("cpu_compositions", "heldout_compositions")
+        for name in EMBEDDED_SETS.values()
         for entry in load_embedded(name).entries
         if entry.metadata.get("small_sizes")
     }

@@ -177,7 +177,12 @@ def _report(skipped: list[Skipped], what: str) -> None:
         )
 
 
-EMBEDDED = ("cpu_compositions", "heldout_compositions", "axis_compositions")
+EMBEDDED = (
+    "cpu_compositions",
+    "heldout_compositions",
+    "axis_compositions",
+    "heldout_axis_compositions",
+)
 
 
 def load_embedded(name: str = "cpu_compositions") -> TaskSet:
@@ -202,6 +207,9 @@ def load_embedded(name: str = "cpu_compositions") -> TaskSet:
       repository made them), each composed with another operator; the same rules against
       the held-out sets and KernelBench. A last-axis reduction ships a warp-per-row variant.
       Their CUDA solutions have not been judged on a GPU yet.
+    - ``heldout_axis_compositions``: their held-out counterpart, for evaluation only (seed 4,
+      ``make_axis_compositions.py --heldout``): no operator combination of, and nothing 0.9
+      similar to, a task of any training set.
     """
     if name not in EMBEDDED:
         raise TaskError(f"no embedded task set {name!r}; there are: {', '.join(EMBEDDED)}")

@@ -1,0 +1,39 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+extern "C" __global__ void fused_kernel(float* out, const float* x, float negative_slope, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the output's first
+    double acc = 0.0;
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;  // neighbouring threads: neighbouring i
+        float v = x[i];
+        acc += v;  // torch.mean(x, dim=1)
+    }
+    float v = (float)(acc / cols);
+    v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
+    out[o] = v;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = 1  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        args = (out, x, self.negative_slope, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
+        return out

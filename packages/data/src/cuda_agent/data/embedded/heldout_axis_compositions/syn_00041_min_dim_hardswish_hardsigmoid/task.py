@@ -1,0 +1,28 @@
+"""Synthesized: min_dim -> hardswish -> hardsigmoid (3 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 512
+D1 = 2048
+D2 = 1024
+CPU_SIZES = {"BATCH": 1400, "D1": 32, "D2": 64}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.min(x, dim=2, keepdim=True)[0]
+        x = F.hardswish(x)
+        return F.hardsigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return []

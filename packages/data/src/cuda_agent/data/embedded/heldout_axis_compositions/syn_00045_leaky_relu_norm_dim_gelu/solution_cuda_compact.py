@@ -1,0 +1,50 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+extern "C" __global__ void fused_kernel(float* out, const float* x, float negative_slope, long long cols) {
+    __shared__ double part[256];
+    long long r = blockIdx.x;
+    double acc = 0.0;
+    for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
+        float v = x[i];
+        v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
+        acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=self.dim)
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) {
+            double o = part[threadIdx.x + k];
+            part[threadIdx.x] = part[threadIdx.x] + o;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x != 0) return;
+    acc = part[0];
+    float v = (float)(sqrt(acc));
+    v = 0.5f * v * (1.f + erff(v * 0.70710678f));  // F.gelu(x)
+    out[r] = v;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int, negative_slope: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = self.dim % x.dim()  # the reduced axis
+        cols = x.shape[d]
+        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        args = (out, x, self.negative_slope, cols)
+        fused_kernel(grid=(x.numel() // cols,), block=(256,), args=args)
+        return out

@@ -1,0 +1,28 @@
+"""Synthesized: log_softmax_dim -> gelu (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 1176
+D1 = 512
+D2 = 1024
+CPU_SIZES = {"BATCH": 88, "D1": 512, "D2": 64}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.log_softmax(x, dim=self.dim)
+        return F.gelu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

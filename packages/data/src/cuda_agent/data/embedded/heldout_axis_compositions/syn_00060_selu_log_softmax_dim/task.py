@@ -1,0 +1,27 @@
+"""Synthesized: selu -> log_softmax_dim (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+from torch import nn
+
+BATCH = 2048
+D1 = 512
+D2 = 1024
+CPU_SIZES = {"BATCH": 200, "D1": 128, "D2": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.selu(x)
+        return torch.log_softmax(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,27 @@
+"""Synthesized: log_softmax_dim -> abs (2 operators); output shape (BATCH, D1, D2)."""
+
+import torch
+from torch import nn
+
+BATCH = 64
+D1 = 4096
+D2 = 4096
+CPU_SIZES = {"BATCH": 3, "D1": 256, "D2": 512}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.log_softmax(x, dim=self.dim)
+        return torch.abs(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]

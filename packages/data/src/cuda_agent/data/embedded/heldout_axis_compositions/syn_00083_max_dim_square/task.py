@@ -1,0 +1,26 @@
+"""Synthesized: max_dim -> square (2 operators); output shape (BATCH, D1, 1)."""
+
+import torch
+from torch import nn
+
+BATCH = 8192
+D1 = 512
+D2 = 256
+CPU_SIZES = {"BATCH": 2048, "D1": 32, "D2": 64}
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.max(x, dim=2, keepdim=True)[0]
+        return torch.square(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return []

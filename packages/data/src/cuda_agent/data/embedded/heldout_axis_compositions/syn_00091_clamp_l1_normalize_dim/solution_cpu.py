@@ -1,0 +1,47 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+fused_kernel = cpu_kernel(
+    r"""
+#include <math.h>
+
+void fused_kernel(float* out, const float* x, float bound, long outer, long cols, long inner) {
+    #pragma omp parallel for
+    for (long o = 0; o < outer * inner; ++o) {
+        long first = o / inner * cols * inner + o % inner;  // the line's first
+        double s = 0.0;
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            v = fminf(fmaxf(v, -bound), bound);
+            s += fabs((double)v);
+        }
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
+            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=2, keepdim=True)
+            out[i] = v;
+        }
+    }
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, bound: float) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = 2  # the normalised axis
+        cols = x.shape[d]
+        outer, inner = x.numel() // cols, 1
+        out = torch.empty_like(x)
+        fused_kernel(out, x, self.bound, outer, cols, inner)
+        return out

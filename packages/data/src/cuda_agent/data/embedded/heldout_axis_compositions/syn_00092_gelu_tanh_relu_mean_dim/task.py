@@ -1,0 +1,29 @@
+"""Synthesized: gelu_tanh -> relu -> mean_dim (3 operators); output shape (BATCH, D2)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BATCH = 256
+D1 = 2048
+D2 = 1024
+CPU_SIZES = {"BATCH": 16, "D1": 128, "D2": 128}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(x, approximate="tanh")
+        x = torch.relu(x)
+        return torch.mean(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, D1, D2)]
+
+
+def get_init_inputs():
+    return [1]
