@@ -144,6 +144,8 @@ def test_bad_arguments_are_clear_errors(tmp_path):
         synthesize(tmp_path, count=1, backend="tpu")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="count"):
         synthesize(tmp_path, count=0)
+    with pytest.raises(ValueError, match="teachable"):
+        synthesize(tmp_path, count=1, axes=True)
     with pytest.raises(ValueError, match="workers"):
         run_filters([], "cpu", workers=0)
 

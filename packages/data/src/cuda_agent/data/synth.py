@@ -115,6 +115,8 @@ def synthesize(
         raise ValueError(f"backend must be one of {sorted(WINDOWS)}, got {backend!r}")
     if count < 1:
         raise ValueError("count must be >= 1")
+    if axes and not teachable:
+        raise ValueError("axes draws teachable chains only: pass teachable=True (--teachable)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     against = dict(against or {})
