@@ -37,7 +37,7 @@ the training compositions' rule). Otherwise every task keeps its module's sizes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from cuda_agent.kernel_sandbox import Task, builtin_tasks, load_tasks
 
@@ -63,17 +63,20 @@ EMBEDDED_SETS = {
 HELDOUT = ("leaky_relu", "elu", "tanh", "hardswish", "row_max", "row_mean")
 
 
-def heldout_guard() -> tuple[set[str], dict[str, str]]:
+HELDOUT_EMBEDDED = ("heldout_compositions", "heldout_axis_compositions")
+
+
+def heldout_guard(leave_out: Collection[str] = ()) -> tuple[set[str], dict[str, str]]:
     """What synthesized training tasks must stay clear of: the operator combinations of the
-    evaluation sets shipped here (the built-in held-out tasks, the held-out compositions and
-    the held-out axis compositions;
-    ``cuda_agent.data`` families) and their sources (by name)."""
+    evaluation sets shipped here (the built-in held-out tasks and ``HELDOUT_EMBEDDED``, less
+    the ones named in ``leave_out``: a held-out set made again must not be kept clear of
+    itself; ``cuda_agent.data`` families) and their sources (by name)."""
     from cuda_agent.data import family_of, load_embedded
 
     heldout = [t for t in builtin_tasks() if t.name in HELDOUT]
     families = {family_of(t) for t in heldout}
     sources = {t.name: t.source for t in heldout}
-    for name in ("heldout_compositions", "heldout_axis_compositions"):
+    for name in (n for n in HELDOUT_EMBEDDED if n not in leave_out):
         for entry in load_embedded(name).entries:
             families.add(entry.family)
             sources[entry.name] = entry.task.source

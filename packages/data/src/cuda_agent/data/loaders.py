@@ -205,7 +205,8 @@ def load_embedded(name: str = "cpu_compositions") -> TaskSet:
       an integer constructor argument names, as KernelBench's level-1 reductions and softmax
       (``compose(axes=True)``, seed 3: ``scripts/make_axis_compositions.py`` in the
       repository made them), each composed with another operator; the same rules against
-      the held-out sets and KernelBench. A last-axis reduction ships a warp-per-row variant.
+      the held-out sets and KernelBench. A last-axis reduction (not argmax or argmin) ships a
+      warp-per-row variant.
       Their CUDA solutions have not been judged on a GPU yet.
     - ``heldout_axis_compositions``: their held-out counterpart, for evaluation only (seed 4,
       ``make_axis_compositions.py --heldout``): no operator combination of, and nothing 0.9

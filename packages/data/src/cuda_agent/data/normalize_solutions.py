@@ -11,8 +11,9 @@ ops after it on the written value.
 - CUDA (``cuda_normalization``): the last axis as a warp per row (eight rows a block), each
   statistic combined by butterfly shuffles (``__shfl_xor_sync``, ``Stat.combine``), which
   leave the row's value in every lane: no shared memory, no block-wide barrier, and a
-  shorter answer than a block per row with a shared-memory tree a statistic (up to 794
-  SmolLM2 tokens against 863 over 400 draws); a middle axis as a thread per line, as in C.
+  shorter answer than a block per row with a shared-memory tree a statistic (over 400 draws
+  with up to two other ops: at most 794 SmolLM2 tokens against 863; with one other op, as
+  ``compose`` draws them now, at most 769); a middle axis as a thread per line, as in C.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ dim=self.dim)``) sees its input as ``(outer, cols, inner)``, the sizes before, a
 axis (``forward`` computes them from ``self.dim``): in C a loop over the ``outer * inner``
 outputs, each striding over its ``cols`` elements ``inner`` apart; in CUDA a thread per output
 (neighbouring threads read neighbouring elements), or the row layouts above when the axis is
-the last.
+the last; an index (argmax) a thread per output on any axis, the last too (each thread then
+walks its own row: correct, not fast).
 
 A normalisation along such an axis (``Op.normalize``: softmax, ...) is written by
 ``normalize_solutions.py``.
@@ -205,7 +206,7 @@ def _middle_solution(c: Chain) -> str:
         f"    double acc = {reduce.init};",
         *(["    long long at = 0;  // the first extreme's position"] if c.index else []),
         "    for (long long k = 0; k < cols; ++k) {",
-        "        long long i = first + k * inner;  // neighbouring threads: neighbouring i",
+        f"        long long i = first + k * inner;  // {_reads(c)}",
         "        float v = x[i];",
         *(f"        {line}" for line in c.before),
         *(f"        {line}" for line in c.step_lines()),
@@ -222,6 +223,12 @@ def _middle_solution(c: Chain) -> str:
         f"{name}(grid=((outer * inner + 255) // 256,), block=(256,), args=args)",
     ]
     return module_source(c, "cuda_kernel", "\n".join(kernel), body)
+
+
+def _reads(c: Chain) -> str:
+    """What a thread-per-output kernel's reads are: neighbouring threads read neighbouring
+    elements over a middle axis; over the last (an index) each thread walks its own row."""
+    return "neighbouring threads: neighbouring i" if c.middle else "a row a thread"
 
 
 def _warp_solution(c: Chain) -> str:

@@ -14,7 +14,7 @@ extern "C" __global__ void fused_kernel(long long* out, const float* x, long lon
     double acc = -INFINITY;
     long long at = 0;  // the first extreme's position
     for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;  // neighbouring threads: neighbouring i
+        long long i = first + k * inner;  // a row a thread
         float v = x[i];
         v = fabsf(v);  // torch.abs(x)
         if ((double)v > acc) { acc = v; at = k; }  // torch.argmax(x, dim=1, keepdim=True)
