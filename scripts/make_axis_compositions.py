@@ -84,7 +84,9 @@ def main() -> None:
     count = args.count or (48 if args.heldout else 120)
     seed = args.seed if args.seed is not None else (4 if args.heldout else 3)
     name = "heldout_axis_compositions" if args.heldout else "axis_compositions"
-    families, heldout = heldout_guard(leave_out=[name])  # (not the set being made)
+    # (not the held-out axis set: it is made from this one, after it, and is not kept clear
+    # of itself)
+    families, heldout = heldout_guard(leave_out=["heldout_axis_compositions"])
     alone = {n for n, op in catalogue().items() if op.axis}  # a chain of one axis op
     against = {
         "heldout": heldout,

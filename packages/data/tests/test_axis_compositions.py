@@ -55,9 +55,16 @@ def test_every_axis_draw_reduces_one_named_axis_as_its_constructor_says(seed, ma
     assert rank in (2, 3) and 1 <= step.axis < rank  # never the batch's axis
     module: dict = {}
     exec(compile(comp.source, comp.name, "exec"), module)  # our own generated module
-    if step.axis_arg:  # the constructor takes the axis first, as an int, from get_init_inputs
+    floats = [v for s in comp.steps for v in s.params.values()]
+    if step.axis_default:  # as KernelBench's log-softmax: ``dim: int = 1``, last, not passed
+        assert _init_signature(comp.source)[-1] == (step.axis_arg, "int") == ("dim", "int")
+        assert f"dim: int = {step.axis}" in comp.source
+        assert module["get_init_inputs"]() == floats
+        assert module["Model"](*floats).dim == step.axis
+    elif step.axis_arg:  # the constructor takes the axis first, as an int, from get_init_inputs
         assert _init_signature(comp.source)[0] == (step.axis_arg, "int") == ("dim", "int")
-        assert module["get_init_inputs"]()[0] == step.axis
+        assert module["get_init_inputs"]() == [step.axis, *floats]
+    if step.axis_arg:
         assert f"dim=self.{step.axis_arg}" in comp.source
     else:  # the forward writes the number, as KernelBench's softmax does (``dim=1``)
         assert all(kind != "int" for _, kind in _init_signature(comp.source))
@@ -109,7 +116,8 @@ def _sample() -> list:
             random.Random(f"axes:{i}"), i, 3, teachable=True, exclude=("log", "sqrt"), axes=True
         )
         step = _axis_step(comp)
-        kind = (len(comp.inputs[0][1]), step.axis, step.keepdim, bool(step.axis_arg))
+        form = "default" if step.axis_default else "argument" if step.axis_arg else "literal"
+        kind = (len(comp.inputs[0][1]), step.axis, step.keepdim, form)
         if kind not in kinds or step.op not in ops:
             sample.append(comp)
             kinds.add(kind)
@@ -121,7 +129,8 @@ def _sample() -> list:
 def test_the_c_solutions_are_correct_over_every_kind_of_axis():
     sample = _sample()
     kinds = {(len(c.inputs[0][1]), _axis_step(c).axis, _axis_step(c).keepdim) for c in sample}
-    assert {bool(_axis_step(c).axis_arg) for c in sample} == {True, False}
+    forms = {(bool(_axis_step(c).axis_arg), _axis_step(c).axis_default) for c in sample}
+    assert forms == {(True, False), (False, False), (True, True)}  # argument, literal, default
     assert {(3, 1, True), (3, 1, False), (3, 2, True), (3, 2, False), (2, 1, False)} <= kinds
     assert {_axis_step(c).op for c in sample} == AXIS_OPS
     with Sandbox(SandboxConfig(backend="cpu", workers=1)) as box:

@@ -31,6 +31,7 @@ class Chain:
     keepdim: bool = False
     rank: int = 2  # the input's
     normalize: Normalization | None = None
+    axis_default: bool = False  # ``axis_arg`` has the axis as its default (``Step``)
 
     @property
     def middle(self) -> bool:
@@ -125,7 +126,10 @@ def read_chain(composition: Composition) -> Chain:
     tensors = [n for n, _ in composition.inputs]
     axis = (reducing.axis_arg, reducing.axis, reducing.keepdim) if reducing else ("", None, False)
     rank = len(composition.inputs[0][1])
-    return Chain(before, after, reduce, reduction_line, params, tensors, *axis, rank, normalize)
+    default = bool(reducing and reducing.axis_default)
+    return Chain(
+        before, after, reduce, reduction_line, params, tensors, *axis, rank, normalize, default
+    )
 
 
 def defines(*inits: str) -> list[str]:
@@ -139,9 +143,14 @@ def module_source(chain: Chain, launcher: str, kernel: str, body: list[str]) -> 
     """A ``ModelNew`` module: ``kernel`` through ``launch.<launcher>``, its parameters as
     attributes, a forward that makes the inputs contiguous and runs ``body``."""
     name, params, tensors = NAME, chain.params, chain.tensors
-    ints = [chain.axis_arg] if chain.axis_arg else []  # (Model's order: ints, then floats)
-    init = [f"        self.{p} = {p}" for p in (*ints, *params)]
-    signature = ", ".join(["self", *(f"{a}: int" for a in ints), *(f"{p}: float" for p in params)])
+    # Model's order: ints, then floats, then an int with a default (not passed)
+    ints = [chain.axis_arg] if chain.axis_arg and not chain.axis_default else []
+    defaults = [chain.axis_arg] if chain.axis_arg and chain.axis_default else []
+    init = [f"        self.{p} = {p}" for p in (*ints, *params, *defaults)]
+    signature = ", ".join(
+        ["self", *(f"{a}: int" for a in ints), *(f"{p}: float" for p in params)]
+        + [f"{a}: int = {chain.axis}" for a in defaults]
+    )
     contiguous = (
         "x = x.contiguous()"
         if len(tensors) == 1
@@ -166,7 +175,7 @@ def module_source(chain: Chain, launcher: str, kernel: str, body: list[str]) -> 
             "class ModelNew(nn.Module):",
             *(
                 [f"    def __init__({signature}) -> None:", "        super().__init__()", *init, ""]
-                if params or ints
+                if params or ints or defaults
                 else []
             ),
             f"    def forward(self, {forward_args}) -> torch.Tensor:",

@@ -62,10 +62,13 @@ class Step:
     new_size: str = ""
     in_size: str = ""
     # an axis op's: the constructor argument naming the axis ("" where the forward writes
-    # the axis as a number, ``dim=1``), its value, and keepdim
+    # the axis as a number, ``dim=1``), its value, and keepdim; ``axis_default``: the
+    # argument has the axis as its default (``dim: int = 1``, last) and get_init_inputs
+    # leaves it out, as KernelBench's log-softmax
     axis_arg: str = ""
     axis: int | None = None
     keepdim: bool = False
+    axis_default: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,8 @@ def compose(
     dim=self.dim)``, ``torch.softmax(x, dim=self.dim)``): every chain holds one such op
     (``Op.axis``) on a 2-D or 3-D input (``BATCH, D1, D2``, 3 draws in 4), over
     any axis but the batch's (``_draw_axis``), ``keepdim`` half the time, the axis written as
-    a number (``dim=1``, no constructor argument) 3 times in 10 (teachable chains only);
+    a number (``dim=1``, no constructor argument) 3 times in 10 and as an argument with the
+    axis as its default (``dim: int = 1``, last, not passed) 2 in 10 (teachable chains only);
     without it no axis op is drawn (the
     draws are those of the sets made before axis ops existed)."""
     if not 1 <= max_ops <= 5:
@@ -163,9 +167,10 @@ def compose(
     raise CompositionError(f"no chain of {count} ops could be drawn from {sorted(ops)}")
 
 
-# an axis op's (axis, keepdim, literal: the forward writes the number, no constructor
-# argument); None for other ops
-_Axis = tuple[int, bool, bool] | None
+# an axis op's (axis, keepdim, form: "argument", "literal" (the forward writes the number, no
+# constructor argument) or "default" (an argument with the axis as its default, not passed));
+# None for other ops
+_Axis = tuple[int, bool, str] | None
 
 
 def _draw_chain(
@@ -212,8 +217,14 @@ def _draw_chain(
         axis: _Axis = None
         if op.axis:  # (keepdim: a reduction's choice; a normalisation keeps every axis)
             keepdim = op.kind == "reduction" and rng.random() < 0.5
-            # as KernelBench's softmax and norms: ``dim=1`` in the forward, 3 draws in 10
-            axis = (_draw_axis(rng, len(dims)), keepdim, rng.random() < 0.3)
+            # as KernelBench's softmax and norms: ``dim=1`` in the forward, 3 draws in 10; as
+            # its log-softmax: ``dim: int = 1``, not passed, 2 in 10
+            form = rng.random()
+            axis = (
+                _draw_axis(rng, len(dims)),
+                keepdim,
+                "literal" if form < 0.3 else "default" if form < 0.5 else "argument",
+            )
         drawn_axes.append(axis)
         dims = op.step_shape(dims, op.new_size or "NEW", *(axis[:2] if axis else (None, False)))
     if chain[-1].reduce is not None and chain[-1].reduce.index and count > 2:
@@ -247,8 +258,9 @@ def _build(
     for op, axis in zip(chain, axes, strict=True):
         params = {_unique(p.name, used): p.draw(rng) for p in op.params}
         operand = module = new = read = ""
-        axis_arg = _unique("dim", used) if axis is not None and not axis[2] else ""
+        axis_arg = _unique("dim", used) if axis is not None and axis[2] != "literal" else ""
         axis_of, keepdim = axis[:2] if axis is not None else (None, False)
+        default = axis is not None and axis[2] == "default"
         if op.kind == "binary":
             operand = "yzuvwst"[len(inputs) - 1]
             inputs.append((operand, dims))
@@ -256,7 +268,9 @@ def _build(
             module = _unique(op.name, used)
             read = dims[1] if len(dims) == 4 else dims[-1]
             new = _unique(op.new_size, used) if op.new_size else ""
-        steps.append(Step(op.name, params, operand, module, new, read, axis_arg, axis_of, keepdim))
+        steps.append(
+            Step(op.name, params, operand, module, new, read, axis_arg, axis_of, keepdim, default)
+        )
         dims = op.step_shape(dims, new, axis_of, keepdim)
     names = _size_names(inputs, steps)
     sizes = choose_sizes(rng, "cuda", names, steps, inputs)
@@ -327,13 +341,15 @@ def _source(
         *dict.fromkeys(name for _, s in layers for name in (s.in_size, s.new_size) if name),
     ]
     params = [(name, value) for s in steps for name, value in s.params.items()]
-    axis_args = [(s.axis_arg, s.axis) for s in steps if s.axis_arg]
+    axis_args = [(s.axis_arg, s.axis) for s in steps if s.axis_arg and not s.axis_default]
+    defaults = [(s.axis_arg, s.axis) for s in steps if s.axis_arg and s.axis_default]
     signature = ", ".join(
         [
             "self",
             *(f"{a.lower()}: int" for a in init_args),
             *(f"{a}: int" for a, _ in axis_args),
             *(f"{p}: float" for p, _ in params),
+            *(f"{a}: int = {v}" for a, v in defaults),  # (last: not passed)
         ]
     )
     body = ["super().__init__()"]
@@ -342,6 +358,7 @@ def _source(
         body.append(f"self.{s.module} = {op.init.format(**fields)}")
     body += [f"self.{a} = {a}" for a, _ in axis_args]
     body += [f"self.{p} = {p}" for p, _ in params]
+    body += [f"self.{a} = {a}" for a, _ in defaults]
     forward_args = ", ".join(f"{name}: torch.Tensor" for name, _ in inputs)
     lines = [f"x = {line}" for line in forward_lines(chain, steps)]
     lines[-1] = lines[-1].replace("x = ", "return ", 1)  # the last op is returned, as usual

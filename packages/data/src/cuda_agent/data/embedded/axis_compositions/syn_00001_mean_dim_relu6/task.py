@@ -1,4 +1,4 @@
-"""Synthesized: mean_dim -> relu6 (2 operators); output shape (BATCH, 1, D2)."""
+"""Synthesized: mean_dim -> relu6 (2 operators); output shape (BATCH, D1, 1)."""
 
 import torch
 import torch.nn.functional as F
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return [2]

@@ -11,13 +11,12 @@ CPU_SIZES = {"BATCH": 13, "D1": 512, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.gelu(x)
-        return x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+        return x / torch.mean(torch.abs(x), dim=1, keepdim=True)
 
 
 def get_inputs():
@@ -25,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

@@ -1,4 +1,4 @@
-"""Synthesized: norm_dim -> elu -> gelu (3 operators); output shape (BATCH, 1, D2)."""
+"""Synthesized: norm_dim -> elu -> gelu (3 operators); output shape (BATCH, D1, 1)."""
 
 import torch
 import torch.nn.functional as F
@@ -7,17 +7,16 @@ from torch import nn
 BATCH = 256
 D1 = 2048
 D2 = 2048
-CPU_SIZES = {"BATCH": 144, "D1": 256, "D2": 64}
+CPU_SIZES = {"BATCH": 136, "D1": 256, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, alpha: float) -> None:
+    def __init__(self, alpha: float) -> None:
         super().__init__()
-        self.dim = dim
         self.alpha = alpha
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.linalg.vector_norm(x, dim=self.dim, keepdim=True)
+        x = torch.linalg.vector_norm(x, dim=2, keepdim=True)
         x = F.elu(x, alpha=self.alpha)
         return F.gelu(x)
 
@@ -27,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 1.0]
+    return [1.0]

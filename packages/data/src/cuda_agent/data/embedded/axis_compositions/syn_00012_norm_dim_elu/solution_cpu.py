@@ -15,7 +15,7 @@ void fused_kernel(float* out, const float* x, float alpha, long outer, long cols
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=1)
+            acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=self.dim)
         }
         float v = (float)(sqrt(acc));
         v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
@@ -28,13 +28,14 @@ void fused_kernel(float* out, const float* x, float alpha, long outer, long cols
 
 
 class ModelNew(nn.Module):
-    def __init__(self, alpha: float) -> None:
+    def __init__(self, alpha: float, dim: int = 1) -> None:
         super().__init__()
         self.alpha = alpha
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 1  # the reduced axis
+        d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, self.alpha, outer, cols, inner)

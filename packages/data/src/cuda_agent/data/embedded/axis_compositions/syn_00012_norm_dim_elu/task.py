@@ -11,12 +11,13 @@ CPU_SIZES = {"BATCH": 64, "D1": 256, "D2": 256}
 
 
 class Model(nn.Module):
-    def __init__(self, alpha: float) -> None:
+    def __init__(self, alpha: float, dim: int = 1) -> None:
         super().__init__()
         self.alpha = alpha
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.linalg.vector_norm(x, dim=1)
+        x = torch.linalg.vector_norm(x, dim=self.dim)
         return F.elu(x, alpha=self.alpha)
 
 

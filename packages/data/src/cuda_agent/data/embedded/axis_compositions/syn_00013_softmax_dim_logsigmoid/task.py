@@ -11,11 +11,12 @@ CPU_SIZES = {"BATCH": 96, "D1": 128, "D2": 128}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int = 1) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.softmax(x, dim=1)
+        x = torch.softmax(x, dim=self.dim)
         return F.logsigmoid(x)
 
 

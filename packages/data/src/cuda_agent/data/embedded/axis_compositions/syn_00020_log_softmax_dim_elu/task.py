@@ -11,12 +11,13 @@ CPU_SIZES = {"BATCH": 88, "D1": 512, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self, alpha: float) -> None:
+    def __init__(self, dim: int, alpha: float) -> None:
         super().__init__()
+        self.dim = dim
         self.alpha = alpha
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.log_softmax(x, dim=2)
+        x = torch.log_softmax(x, dim=self.dim)
         return F.elu(x, alpha=self.alpha)
 
 
@@ -25,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1.12]
+    return [1, 1.12]

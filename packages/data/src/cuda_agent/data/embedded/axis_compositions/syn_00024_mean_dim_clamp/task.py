@@ -9,10 +9,10 @@ CPU_SIZES = {"BATCH": 11560, "DIM": 256}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, bound: float) -> None:
+    def __init__(self, bound: float, dim: int = 1) -> None:
         super().__init__()
-        self.dim = dim
         self.bound = bound
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.mean(x, dim=self.dim)
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 0.91]
+    return [0.91]

@@ -10,10 +10,10 @@ CPU_SIZES = {"BATCH": 8192, "DIM": 512}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, alpha: float) -> None:
+    def __init__(self, alpha: float, dim: int = 1) -> None:
         super().__init__()
-        self.dim = dim
         self.alpha = alpha
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.sum(x, dim=self.dim)
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 1.44]
+    return [1.44]

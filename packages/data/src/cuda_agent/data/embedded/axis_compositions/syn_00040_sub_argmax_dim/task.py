@@ -1,4 +1,4 @@
-"""Synthesized: sub -> argmax_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: sub -> argmax_dim (2 operators); output shape (BATCH, D1)."""
 
 import torch
 from torch import nn
@@ -10,13 +10,12 @@ CPU_SIZES = {"BATCH": 40, "D1": 64, "D2": 256}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x = x - y
-        return torch.argmax(x, dim=self.dim)
+        return torch.argmax(x, dim=2)
 
 
 def get_inputs():
@@ -24,4 +23,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

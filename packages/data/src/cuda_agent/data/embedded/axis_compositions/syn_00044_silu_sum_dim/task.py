@@ -1,4 +1,4 @@
-"""Synthesized: silu -> sum_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: silu -> sum_dim (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,12 +11,13 @@ CPU_SIZES = {"BATCH": 104, "D1": 256, "D2": 128}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.silu(x)
-        return torch.sum(x, dim=2, keepdim=True)
+        return torch.sum(x, dim=self.dim, keepdim=True)
 
 
 def get_inputs():
@@ -24,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [1]

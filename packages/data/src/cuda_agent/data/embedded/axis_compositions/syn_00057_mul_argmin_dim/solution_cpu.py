@@ -17,7 +17,7 @@ void fused_kernel(long long* out, const float* x, const float* y, long outer, lo
             long i = first + k * inner;
             float v = x[i];
             v = v * y[i];  // x * y
-            if ((double)v < acc) { acc = v; at = k; }  // torch.argmin(x, dim=1, keepdim=True)
+            if ((double)v < acc) { acc = v; at = k; }  // torch.argmin(x, dim=self.dim, keepdim=True)
         }
         out[o] = at;
     }
@@ -28,9 +28,13 @@ void fused_kernel(long long* out, const float* x, const float* y, long outer, lo
 
 
 class ModelNew(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x, y = x.contiguous(), y.contiguous()
-        d = 1  # the reduced axis
+        d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=torch.int64, device=x.device)
         fused_kernel(out, x, y, outer, cols, inner)

@@ -17,7 +17,7 @@ extern "C" __global__ void fused_kernel(long long* out, const float* x, const fl
         long long i = first + k * inner;  // neighbouring threads: neighbouring i
         float v = x[i];
         v = v * y[i];  // x * y
-        if ((double)v < acc) { acc = v; at = k; }  // torch.argmin(x, dim=1, keepdim=True)
+        if ((double)v < acc) { acc = v; at = k; }  // torch.argmin(x, dim=self.dim, keepdim=True)
     }
     out[o] = at;
 }
@@ -27,9 +27,13 @@ extern "C" __global__ void fused_kernel(long long* out, const float* x, const fl
 
 
 class ModelNew(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x, y = x.contiguous(), y.contiguous()
-        d = 1  # the reduced axis
+        d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=torch.int64, device=x.device)
         args = (out, x, y, outer, cols, inner)

@@ -10,12 +10,13 @@ CPU_SIZES = {"BATCH": 40, "D1": 128, "D2": 256}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x = x * y
-        return torch.argmin(x, dim=1, keepdim=True)
+        return torch.argmin(x, dim=self.dim, keepdim=True)
 
 
 def get_inputs():
@@ -23,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [1]

@@ -1,4 +1,4 @@
-"""Synthesized: relu6 -> sum_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: relu6 -> sum_dim (2 operators); output shape (BATCH, D1)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,7 @@ CPU_SIZES = {"BATCH": 32, "D1": 128, "D2": 512}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int = 2) -> None:
         super().__init__()
         self.dim = dim
 
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

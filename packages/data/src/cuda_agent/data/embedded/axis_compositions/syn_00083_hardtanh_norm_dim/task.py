@@ -1,4 +1,4 @@
-"""Synthesized: hardtanh -> norm_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: hardtanh -> norm_dim (2 operators); output shape (BATCH, D1)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,10 +11,10 @@ CPU_SIZES = {"BATCH": 512, "D1": 128, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, limit: float) -> None:
+    def __init__(self, limit: float, dim: int = 2) -> None:
         super().__init__()
-        self.dim = dim
         self.limit = limit
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.hardtanh(x, -self.limit, self.limit)
@@ -26,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 1.5]
+    return [1.5]

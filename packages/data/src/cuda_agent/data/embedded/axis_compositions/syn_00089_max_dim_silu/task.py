@@ -1,4 +1,4 @@
-"""Synthesized: max_dim -> silu (2 operators); output shape (BATCH, 1, D2)."""
+"""Synthesized: max_dim -> silu (2 operators); output shape (BATCH, D1, 1)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,12 +11,11 @@ CPU_SIZES = {"BATCH": 4096, "D1": 32, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.max(x, dim=self.dim, keepdim=True)[0]
+        x = torch.max(x, dim=2, keepdim=True)[0]
         return F.silu(x)
 
 
@@ -25,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

@@ -16,7 +16,7 @@ void fused_kernel(float* out, const float* x, const float* y, long outer, long c
             long i = first + k * inner;
             float v = x[i];
             v = fminf(v, y[i]);  // torch.minimum(x, y)
-            acc += v;  // torch.mean(x, dim=2, keepdim=True)
+            acc += v;  // torch.mean(x, dim=self.dim, keepdim=True)
         }
         float v = (float)(acc / cols);
         out[o] = v;
@@ -28,11 +28,14 @@ void fused_kernel(float* out, const float* x, const float* y, long outer, long c
 
 
 class ModelNew(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x, y = x.contiguous(), y.contiguous()
-        d = 2  # the reduced axis
-        cols = x.shape[d]
-        outer, inner = x.numel() // cols, 1
+        d = self.dim % x.dim()  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, y, outer, cols, inner)
         return out

@@ -1,4 +1,4 @@
-"""Synthesized: minimum -> mean_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: minimum -> mean_dim (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 from torch import nn
@@ -10,12 +10,13 @@ CPU_SIZES = {"BATCH": 336, "D1": 128, "D2": 32}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x = torch.minimum(x, y)
-        return torch.mean(x, dim=2, keepdim=True)
+        return torch.mean(x, dim=self.dim, keepdim=True)
 
 
 def get_inputs():
@@ -23,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [1]

@@ -31,10 +31,10 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float negati
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int, negative_slope: float) -> None:
+    def __init__(self, negative_slope: float, dim: int = 1) -> None:
         super().__init__()
-        self.dim = dim
         self.negative_slope = negative_slope
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()

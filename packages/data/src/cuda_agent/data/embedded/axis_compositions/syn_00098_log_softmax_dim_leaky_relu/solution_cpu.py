@@ -26,7 +26,7 @@ void fused_kernel(float* out, const float* x, float negative_slope, long outer, 
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            v = (float)((double)v - m - log(s));  // torch.log_softmax(x, dim=1)
+            v = (float)((double)v - m - log(s));  // torch.log_softmax(x, dim=self.dim)
             v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
             out[i] = v;
         }
@@ -38,13 +38,14 @@ void fused_kernel(float* out, const float* x, float negative_slope, long outer, 
 
 
 class ModelNew(nn.Module):
-    def __init__(self, negative_slope: float) -> None:
+    def __init__(self, dim: int, negative_slope: float) -> None:
         super().__init__()
+        self.dim = dim
         self.negative_slope = negative_slope
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 1  # the normalised axis
+        d = self.dim % x.dim()  # the normalised axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty_like(x)
         fused_kernel(out, x, self.negative_slope, outer, cols, inner)

@@ -11,12 +11,13 @@ CPU_SIZES = {"BATCH": 448, "D1": 32, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, negative_slope: float) -> None:
+    def __init__(self, dim: int, negative_slope: float) -> None:
         super().__init__()
+        self.dim = dim
         self.negative_slope = negative_slope
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.log_softmax(x, dim=1)
+        x = torch.log_softmax(x, dim=self.dim)
         return F.leaky_relu(x, self.negative_slope)
 
 
@@ -25,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [0.18]
+    return [1, 0.18]

@@ -1,4 +1,4 @@
-"""Synthesized: min_dim -> mish (2 operators); output shape (BATCH, D1)."""
+"""Synthesized: min_dim -> mish (2 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,11 +11,12 @@ CPU_SIZES = {"BATCH": 40, "D1": 128, "D2": 512}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.min(x, dim=2)[0]
+        x = torch.min(x, dim=self.dim)[0]
         return F.mish(x)
 
 
@@ -24,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [1]

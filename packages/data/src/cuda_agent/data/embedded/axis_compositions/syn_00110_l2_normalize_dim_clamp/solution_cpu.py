@@ -32,10 +32,10 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int, bound: float) -> None:
+    def __init__(self, bound: float, dim: int = 1) -> None:
         super().__init__()
-        self.dim = dim
         self.bound = bound
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()

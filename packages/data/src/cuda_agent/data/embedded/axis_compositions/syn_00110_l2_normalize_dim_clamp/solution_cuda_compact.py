@@ -30,10 +30,10 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float bound,
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int, bound: float) -> None:
+    def __init__(self, bound: float, dim: int = 1) -> None:
         super().__init__()
-        self.dim = dim
         self.bound = bound
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()

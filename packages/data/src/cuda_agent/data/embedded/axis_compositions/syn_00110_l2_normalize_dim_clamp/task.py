@@ -9,10 +9,10 @@ CPU_SIZES = {"BATCH": 328, "DIM": 2048}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, bound: float) -> None:
+    def __init__(self, bound: float, dim: int = 1) -> None:
         super().__init__()
-        self.dim = dim
         self.bound = bound
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 1.56]
+    return [1.56]

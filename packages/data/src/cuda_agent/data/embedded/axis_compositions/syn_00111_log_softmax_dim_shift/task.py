@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2, -0.01]
+    return [1, -0.01]

@@ -5,22 +5,23 @@ from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
 fused_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void fused_kernel(float* out, const float* x, long long outer, long long cols, long long inner) {
-    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= outer * inner) return;
-    long long first = o / inner * cols * inner + o % inner;  // the line's first
+extern "C" __global__ void fused_kernel(float* out, const float* x, long long rows, long long cols) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;  // (a whole warp: r is the warp's)
     double s = 0.0;
-    for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = fminf(fmaxf(v, 0.f), 6.f);
         s += (double)v * v;
     }
-    for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;
+    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
+        s = s + __shfl_xor_sync(0xffffffffu, s, k);
+    }
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = fminf(fmaxf(v, 0.f), 6.f);  // F.relu6(x)
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
         out[i] = v;
     }
 }
@@ -30,15 +31,12 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dim = dim
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = self.dim % x.dim()  # the normalised axis
-        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        d = 2  # the normalised axis
+        cols = x.shape[d]
+        rows = x.numel() // cols
         out = torch.empty_like(x)
-        args = (out, x, outer, cols, inner)
-        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
+        args = (out, x, rows, cols)
+        fused_kernel(grid=((rows + 7) // 8,), block=(256,), args=args)
         return out

@@ -16,7 +16,7 @@ void fused_kernel(float* out, const float* x, float shift, long outer, long cols
             long i = first + k * inner;
             float v = x[i];
             v = v + shift;  // x + self.shift
-            acc = fmin(acc, (double)v);  // torch.min(x, dim=1)[0]
+            acc = fmin(acc, (double)v);  // torch.min(x, dim=self.dim)[0]
         }
         float v = (float)(acc);
         out[o] = v;
@@ -28,13 +28,14 @@ void fused_kernel(float* out, const float* x, float shift, long outer, long cols
 
 
 class ModelNew(nn.Module):
-    def __init__(self, shift: float) -> None:
+    def __init__(self, shift: float, dim: int = 1) -> None:
         super().__init__()
         self.shift = shift
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 1  # the reduced axis
+        d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, self.shift, outer, cols, inner)

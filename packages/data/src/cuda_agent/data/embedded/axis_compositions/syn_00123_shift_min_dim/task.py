@@ -10,13 +10,14 @@ CPU_SIZES = {"BATCH": 40, "D1": 512, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, shift: float) -> None:
+    def __init__(self, shift: float, dim: int = 1) -> None:
         super().__init__()
         self.shift = shift
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.shift
-        return torch.min(x, dim=1)[0]
+        return torch.min(x, dim=self.dim)[0]
 
 
 def get_inputs():

@@ -1,4 +1,4 @@
-"""Synthesized: leaky_relu -> max_dim -> softplus (3 operators); output shape (BATCH, D1)."""
+"""Synthesized: leaky_relu -> max_dim -> softplus (3 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
@@ -27,4 +27,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2, 0.27]
+    return [1, 0.27]

@@ -5,28 +5,19 @@ from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
 fused_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void fused_kernel(float* out, const float* x, const float* y, long long cols) {
-    __shared__ double part[256];
-    long long r = blockIdx.x;
+extern "C" __global__ void fused_kernel(float* out, const float* x, const float* y, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the output's first
     double acc = 0.0;
-    for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;  // neighbouring threads: neighbouring i
         float v = x[i];
         v = v * y[i];  // x * y
         acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=self.dim, keepdim=True)
     }
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-        if (threadIdx.x < k) {
-            double o = part[threadIdx.x + k];
-            part[threadIdx.x] = part[threadIdx.x] + o;
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x != 0) return;
-    acc = part[0];
     float v = (float)(sqrt(acc));
-    out[r] = v;
+    out[o] = v;
 }
 """,
     "fused_kernel",
@@ -41,8 +32,8 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x, y = x.contiguous(), y.contiguous()
         d = self.dim % x.dim()  # the reduced axis
-        cols = x.shape[d]
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
-        args = (out, x, y, cols)
-        fused_kernel(grid=(x.numel() // cols,), block=(256,), args=args)
+        args = (out, x, y, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
         return out

@@ -1,4 +1,4 @@
-"""Synthesized: mul -> norm_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: mul -> norm_dim (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 from torch import nn
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2]
+    return [1]

@@ -1,4 +1,4 @@
-"""Synthesized: mean_dim -> abs (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: mean_dim -> abs (2 operators); output shape (BATCH, D1)."""
 
 import torch
 from torch import nn
@@ -10,7 +10,7 @@ CPU_SIZES = {"BATCH": 32, "D1": 256, "D2": 512}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int = 2) -> None:
         super().__init__()
         self.dim = dim
 
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

@@ -15,7 +15,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float alpha,
     for (long long k = 0; k < cols; ++k) {
         long long i = first + k * inner;  // neighbouring threads: neighbouring i
         float v = x[i];
-        acc = fmin(acc, (double)v);  // torch.min(x, dim=1, keepdim=True)[0]
+        acc = fmin(acc, (double)v);  // torch.min(x, dim=self.dim, keepdim=True)[0]
     }
     float v = (float)(acc);
     v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
@@ -27,13 +27,14 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float alpha,
 
 
 class ModelNew(nn.Module):
-    def __init__(self, alpha: float) -> None:
+    def __init__(self, dim: int, alpha: float) -> None:
         super().__init__()
+        self.dim = dim
         self.alpha = alpha
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 1  # the reduced axis
+        d = self.dim % x.dim()  # the reduced axis
         outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         args = (out, x, self.alpha, outer, cols, inner)

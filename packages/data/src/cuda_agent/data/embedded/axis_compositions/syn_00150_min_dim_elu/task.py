@@ -11,12 +11,13 @@ CPU_SIZES = {"BATCH": 128, "D1": 512, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, alpha: float) -> None:
+    def __init__(self, dim: int, alpha: float) -> None:
         super().__init__()
+        self.dim = dim
         self.alpha = alpha
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.min(x, dim=1, keepdim=True)[0]
+        x = torch.min(x, dim=self.dim, keepdim=True)[0]
         return F.elu(x, alpha=self.alpha)
 
 
@@ -25,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1.24]
+    return [1, 1.24]

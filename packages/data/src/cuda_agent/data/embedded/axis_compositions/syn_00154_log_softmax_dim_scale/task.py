@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2, 3.18]
+    return [1, 3.18]

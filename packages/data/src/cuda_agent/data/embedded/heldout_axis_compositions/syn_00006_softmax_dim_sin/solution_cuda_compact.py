@@ -7,27 +7,24 @@ fused_kernel = cuda_kernel(
     r"""
 #define INFINITY __int_as_float(0x7f800000)
 
-extern "C" __global__ void fused_kernel(float* out, const float* x, long long rows, long long cols) {
-    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (r >= rows) return;  // (a whole warp: r is the warp's)
+extern "C" __global__ void fused_kernel(float* out, const float* x, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the line's first
     double m = -INFINITY;
-    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;
         float v = x[i];
         m = fmax(m, (double)v);
     }
-    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
-        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, k));
-    }
     double s = 0.0;
-    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;
         float v = x[i];
         s += exp((double)v - m);
     }
-    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
-        s = s + __shfl_xor_sync(0xffffffffu, s, k);
-    }
-    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;
         float v = x[i];
         v = (float)(exp((double)v - m) / s);  // torch.softmax(x, dim=self.dim)
         v = sinf(v);  // torch.sin(x)
@@ -47,9 +44,8 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         d = self.dim % x.dim()  # the normalised axis
-        cols = x.shape[d]
-        rows = x.numel() // cols
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty_like(x)
-        args = (out, x, rows, cols)
-        fused_kernel(grid=((rows + 7) // 8,), block=(256,), args=args)
+        args = (out, x, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
         return out

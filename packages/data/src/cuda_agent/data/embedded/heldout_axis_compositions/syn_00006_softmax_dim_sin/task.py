@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2]
+    return [1]

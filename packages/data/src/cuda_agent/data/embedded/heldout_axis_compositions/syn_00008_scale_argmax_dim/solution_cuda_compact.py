@@ -14,7 +14,7 @@ extern "C" __global__ void fused_kernel(long long* out, const float* x, float sc
     double acc = -INFINITY;
     long long at = 0;  // the first extreme's position
     for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;  // neighbouring threads: neighbouring i
+        long long i = first + k * inner;  // a row a thread
         float v = x[i];
         v = v * scale;  // x * self.scale
         if ((double)v > acc) { acc = v; at = k; }  // torch.argmax(x, dim=self.dim)
@@ -27,15 +27,16 @@ extern "C" __global__ void fused_kernel(long long* out, const float* x, float sc
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int, scale: float) -> None:
+    def __init__(self, scale: float, dim: int = 2) -> None:
         super().__init__()
-        self.dim = dim
         self.scale = scale
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         d = self.dim % x.dim()  # the reduced axis
-        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        cols = x.shape[d]
+        outer, inner = x.numel() // cols, 1
         out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=torch.int64, device=x.device)
         args = (out, x, self.scale, outer, cols, inner)
         fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)

@@ -1,4 +1,4 @@
-"""Synthesized: scale -> argmax_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: scale -> argmax_dim (2 operators); output shape (BATCH, D1)."""
 
 import torch
 from torch import nn
@@ -10,10 +10,10 @@ CPU_SIZES = {"BATCH": 48, "D1": 256, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int, scale: float) -> None:
+    def __init__(self, scale: float, dim: int = 2) -> None:
         super().__init__()
-        self.dim = dim
         self.scale = scale
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x * self.scale
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1, 2.58]
+    return [2.58]

@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return [2]

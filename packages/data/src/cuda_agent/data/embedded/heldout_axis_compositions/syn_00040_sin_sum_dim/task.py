@@ -1,4 +1,4 @@
-"""Synthesized: sin -> sum_dim (2 operators); output shape (BATCH, D2)."""
+"""Synthesized: sin -> sum_dim (2 operators); output shape (BATCH, D1)."""
 
 import torch
 from torch import nn
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return [2]

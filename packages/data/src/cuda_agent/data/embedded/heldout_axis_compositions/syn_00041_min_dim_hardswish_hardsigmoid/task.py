@@ -1,4 +1,4 @@
-"""Synthesized: min_dim -> hardswish -> hardsigmoid (3 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: min_dim -> hardswish -> hardsigmoid (3 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 import torch.nn.functional as F
@@ -7,15 +7,16 @@ from torch import nn
 BATCH = 512
 D1 = 2048
 D2 = 1024
-CPU_SIZES = {"BATCH": 1400, "D1": 32, "D2": 64}
+CPU_SIZES = {"BATCH": 1320, "D1": 32, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.min(x, dim=2, keepdim=True)[0]
+        x = torch.min(x, dim=self.dim, keepdim=True)[0]
         x = F.hardswish(x)
         return F.hardsigmoid(x)
 
@@ -25,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [1]

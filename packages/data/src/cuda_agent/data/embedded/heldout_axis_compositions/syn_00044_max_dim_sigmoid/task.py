@@ -1,4 +1,4 @@
-"""Synthesized: max_dim -> sigmoid (2 operators); output shape (BATCH, 1, D2)."""
+"""Synthesized: max_dim -> sigmoid (2 operators); output shape (BATCH, D1, 1)."""
 
 import torch
 from torch import nn
@@ -6,7 +6,7 @@ from torch import nn
 BATCH = 1024
 D1 = 4096
 D2 = 256
-CPU_SIZES = {"BATCH": 160, "D1": 512, "D2": 32}
+CPU_SIZES = {"BATCH": 152, "D1": 512, "D2": 32}
 
 
 class Model(nn.Module):
@@ -24,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return [2]

@@ -1,4 +1,4 @@
-"""Synthesized: logsigmoid -> sum_dim (2 operators); output shape (BATCH, 1, D2)."""
+"""Synthesized: logsigmoid -> sum_dim (2 operators); output shape (BATCH, D1, 1)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,7 @@ CPU_SIZES = {"BATCH": 1024, "D1": 64, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int = 2) -> None:
         super().__init__()
         self.dim = dim
 
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

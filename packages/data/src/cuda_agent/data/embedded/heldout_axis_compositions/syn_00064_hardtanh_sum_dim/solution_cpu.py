@@ -36,8 +36,7 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         d = self.dim % x.dim()  # the reduced axis
-        cols = x.shape[d]
-        outer, inner = x.numel() // cols, 1
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, self.limit, outer, cols, inner)
         return out

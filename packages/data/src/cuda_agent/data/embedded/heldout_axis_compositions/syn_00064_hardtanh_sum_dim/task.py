@@ -1,4 +1,4 @@
-"""Synthesized: hardtanh -> sum_dim (2 operators); output shape (BATCH, D1)."""
+"""Synthesized: hardtanh -> sum_dim (2 operators); output shape (BATCH, D2)."""
 
 import torch
 import torch.nn.functional as F
@@ -26,4 +26,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2, 1.61]
+    return [1, 1.61]

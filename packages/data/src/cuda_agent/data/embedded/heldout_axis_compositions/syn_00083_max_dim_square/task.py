@@ -1,4 +1,4 @@
-"""Synthesized: max_dim -> square (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: max_dim -> square (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 from torch import nn
@@ -10,11 +10,12 @@ CPU_SIZES = {"BATCH": 2048, "D1": 32, "D2": 64}
 
 
 class Model(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
         super().__init__()
+        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.max(x, dim=2, keepdim=True)[0]
+        x = torch.max(x, dim=self.dim, keepdim=True)[0]
         return torch.square(x)
 
 
@@ -23,4 +24,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [1]

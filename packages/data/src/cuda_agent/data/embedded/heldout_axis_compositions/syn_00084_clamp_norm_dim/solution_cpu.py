@@ -16,7 +16,7 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
             long i = first + k * inner;
             float v = x[i];
             v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
-            acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=2, keepdim=True)
+            acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=self.dim, keepdim=True)
         }
         float v = (float)(sqrt(acc));
         out[o] = v;
@@ -28,15 +28,15 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
 
 
 class ModelNew(nn.Module):
-    def __init__(self, bound: float) -> None:
+    def __init__(self, dim: int, bound: float) -> None:
         super().__init__()
+        self.dim = dim
         self.bound = bound
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 2  # the reduced axis
-        cols = x.shape[d]
-        outer, inner = x.numel() // cols, 1
+        d = self.dim % x.dim()  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
         fused_kernel(out, x, self.bound, outer, cols, inner)
         return out

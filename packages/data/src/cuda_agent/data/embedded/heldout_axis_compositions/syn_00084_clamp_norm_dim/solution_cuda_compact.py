@@ -5,28 +5,19 @@ from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
 fused_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void fused_kernel(float* out, const float* x, float bound, long long cols) {
-    __shared__ double part[256];
-    long long r = blockIdx.x;
+extern "C" __global__ void fused_kernel(float* out, const float* x, float bound, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the output's first
     double acc = 0.0;
-    for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;  // neighbouring threads: neighbouring i
         float v = x[i];
         v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
-        acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=2, keepdim=True)
+        acc += (double)v * v;  // torch.linalg.vector_norm(x, dim=self.dim, keepdim=True)
     }
-    part[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-        if (threadIdx.x < k) {
-            double o = part[threadIdx.x + k];
-            part[threadIdx.x] = part[threadIdx.x] + o;
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x != 0) return;
-    acc = part[0];
     float v = (float)(sqrt(acc));
-    out[r] = v;
+    out[o] = v;
 }
 """,
     "fused_kernel",
@@ -34,15 +25,16 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float bound,
 
 
 class ModelNew(nn.Module):
-    def __init__(self, bound: float) -> None:
+    def __init__(self, dim: int, bound: float) -> None:
         super().__init__()
+        self.dim = dim
         self.bound = bound
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 2  # the reduced axis
-        cols = x.shape[d]
+        d = self.dim % x.dim()  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty(x.shape[:d] + (1,) + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
-        args = (out, x, self.bound, cols)
-        fused_kernel(grid=(x.numel() // cols,), block=(256,), args=args)
+        args = (out, x, self.bound, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
         return out

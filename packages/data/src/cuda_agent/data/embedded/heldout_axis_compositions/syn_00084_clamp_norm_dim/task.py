@@ -1,4 +1,4 @@
-"""Synthesized: clamp -> norm_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: clamp -> norm_dim (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 from torch import nn
@@ -10,13 +10,14 @@ CPU_SIZES = {"BATCH": 56, "D1": 128, "D2": 256}
 
 
 class Model(nn.Module):
-    def __init__(self, bound: float) -> None:
+    def __init__(self, dim: int, bound: float) -> None:
         super().__init__()
+        self.dim = dim
         self.bound = bound
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.clamp(x, min=-self.bound, max=self.bound)
-        return torch.linalg.vector_norm(x, dim=2, keepdim=True)
+        return torch.linalg.vector_norm(x, dim=self.dim, keepdim=True)
 
 
 def get_inputs():
@@ -24,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [0.7]
+    return [1, 0.7]

@@ -1,4 +1,4 @@
-"""Synthesized: mish -> sum_dim (2 operators); output shape (BATCH, D1, 1)."""
+"""Synthesized: mish -> sum_dim (2 operators); output shape (BATCH, 1, D2)."""
 
 import torch
 import torch.nn.functional as F
@@ -25,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [2]
+    return [1]

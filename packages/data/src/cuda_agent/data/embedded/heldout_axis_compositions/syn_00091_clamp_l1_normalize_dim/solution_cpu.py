@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
             long i = first + k * inner;
             float v = x[i];
             v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=2, keepdim=True)
+            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
             out[i] = v;
         }
     }
@@ -33,15 +33,15 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
 
 
 class ModelNew(nn.Module):
-    def __init__(self, bound: float) -> None:
+    def __init__(self, dim: int, bound: float) -> None:
         super().__init__()
+        self.dim = dim
         self.bound = bound
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 2  # the normalised axis
-        cols = x.shape[d]
-        outer, inner = x.numel() // cols, 1
+        d = self.dim % x.dim()  # the normalised axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty_like(x)
         fused_kernel(out, x, self.bound, outer, cols, inner)
         return out

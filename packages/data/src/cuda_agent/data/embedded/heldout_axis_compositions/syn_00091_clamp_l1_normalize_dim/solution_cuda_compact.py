@@ -5,23 +5,22 @@ from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
 fused_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void fused_kernel(float* out, const float* x, float bound, long long rows, long long cols) {
-    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (r >= rows) return;  // (a whole warp: r is the warp's)
+extern "C" __global__ void fused_kernel(float* out, const float* x, float bound, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the line's first
     double s = 0.0;
-    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;
         float v = x[i];
         v = fminf(fmaxf(v, -bound), bound);
         s += fabs((double)v);
     }
-    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
-        s = s + __shfl_xor_sync(0xffffffffu, s, k);
-    }
-    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;
         float v = x[i];
         v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
-        v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=2, keepdim=True)
+        v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
         out[i] = v;
     }
 }
@@ -31,16 +30,16 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float bound,
 
 
 class ModelNew(nn.Module):
-    def __init__(self, bound: float) -> None:
+    def __init__(self, dim: int, bound: float) -> None:
         super().__init__()
+        self.dim = dim
         self.bound = bound
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = 2  # the normalised axis
-        cols = x.shape[d]
-        rows = x.numel() // cols
+        d = self.dim % x.dim()  # the normalised axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
         out = torch.empty_like(x)
-        args = (out, x, self.bound, rows, cols)
-        fused_kernel(grid=((rows + 7) // 8,), block=(256,), args=args)
+        args = (out, x, self.bound, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
         return out

@@ -10,13 +10,14 @@ CPU_SIZES = {"BATCH": 16, "D1": 512, "D2": 128}
 
 
 class Model(nn.Module):
-    def __init__(self, bound: float) -> None:
+    def __init__(self, dim: int, bound: float) -> None:
         super().__init__()
+        self.dim = dim
         self.bound = bound
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.clamp(x, min=-self.bound, max=self.bound)
-        return x / torch.mean(torch.abs(x), dim=2, keepdim=True)
+        return x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
 
 
 def get_inputs():
@@ -24,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [0.98]
+    return [1, 0.98]

@@ -5,20 +5,29 @@ from cuda_agent.kernel_sandbox.launch import cuda_kernel
 
 fused_kernel = cuda_kernel(
     r"""
-extern "C" __global__ void fused_kernel(float* out, const float* x, long long outer, long long cols, long long inner) {
-    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= outer * inner) return;
-    long long first = o / inner * cols * inner + o % inner;  // the output's first
+extern "C" __global__ void fused_kernel(float* out, const float* x, long long cols) {
+    __shared__ double part[256];
+    long long r = blockIdx.x;
     double acc = 0.0;
-    for (long long k = 0; k < cols; ++k) {
-        long long i = first + k * inner;  // neighbouring threads: neighbouring i
+    for (long long i = r * cols + threadIdx.x; i < (r + 1) * cols; i += blockDim.x) {
         float v = x[i];
         v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));  // F.gelu(x, approximate="tanh")
         v = v > 0.f ? v : 0.f;  // torch.relu(x)
-        acc += v;  // torch.mean(x, dim=self.dim)
+        acc += v;  // torch.mean(x, dim=2)
     }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) {
+            double o = part[threadIdx.x + k];
+            part[threadIdx.x] = part[threadIdx.x] + o;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x != 0) return;
+    acc = part[0];
     float v = (float)(acc / cols);
-    out[o] = v;
+    out[r] = v;
 }
 """,
     "fused_kernel",
@@ -26,15 +35,11 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
 
 
 class ModelNew(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dim = dim
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        d = self.dim % x.dim()  # the reduced axis
-        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        d = 2  # the reduced axis
+        cols = x.shape[d]
         out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
-        args = (out, x, outer, cols, inner)
-        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
+        args = (out, x, cols)
+        fused_kernel(grid=(x.numel() // cols,), block=(256,), args=args)
         return out

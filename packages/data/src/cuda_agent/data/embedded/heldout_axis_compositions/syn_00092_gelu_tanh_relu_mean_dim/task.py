@@ -1,4 +1,4 @@
-"""Synthesized: gelu_tanh -> relu -> mean_dim (3 operators); output shape (BATCH, D2)."""
+"""Synthesized: gelu_tanh -> relu -> mean_dim (3 operators); output shape (BATCH, D1)."""
 
 import torch
 import torch.nn.functional as F
@@ -11,14 +11,13 @@ CPU_SIZES = {"BATCH": 16, "D1": 128, "D2": 128}
 
 
 class Model(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.gelu(x, approximate="tanh")
         x = torch.relu(x)
-        return torch.mean(x, dim=self.dim)
+        return torch.mean(x, dim=2)
 
 
 def get_inputs():
@@ -26,4 +25,4 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [1]
+    return []

@@ -1,0 +1,54 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+fused_kernel = cpu_kernel(
+    r"""
+#include <math.h>
+
+void fused_kernel(float* out, const float* x, float alpha, long outer, long cols, long inner) {
+    #pragma omp parallel for
+    for (long o = 0; o < outer * inner; ++o) {
+        long first = o / inner * cols * inner + o % inner;  // the line's first
+        double m = -INFINITY;
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            v = v > 0.f ? v : alpha * (expf(v) - 1.f);
+            m = fmax(m, (double)v);
+        }
+        double s = 0.0;
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            v = v > 0.f ? v : alpha * (expf(v) - 1.f);
+            s += exp((double)v - m);
+        }
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
+            v = (float)((double)v - m - log(s));  // torch.log_softmax(x, dim=self.dim)
+            out[i] = v;
+        }
+    }
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha: float, dim: int = 1) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = self.dim % x.dim()  # the normalised axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty_like(x)
+        fused_kernel(out, x, self.alpha, outer, cols, inner)
+        return out
