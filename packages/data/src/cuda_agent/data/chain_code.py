@@ -53,6 +53,14 @@ class Chain:
         dtype = "torch.int64" if self.index else "x.dtype"
         return [*lines, f"out = torch.empty({shape}, dtype={dtype}, device=x.device)"]
 
+    def strided_lines(self) -> list[str]:
+        """``reduced_lines`` with ``outer`` and ``inner`` on any axis (the last: ``inner`` 1),
+        for a kernel that strides over ``(outer, cols, inner)``."""
+        lines = self.reduced_lines()
+        if not self.middle:  # the last axis: a row a line
+            lines.insert(-1, "outer, inner = x.numel() // cols, 1")
+        return lines
+
     def reduced_lines_of_axis(self, what: str) -> list[str]:
         """An axis op's ``d`` and ``cols`` (``outer`` and ``inner`` too for a middle axis)."""
         axis = f"self.{self.axis_arg} % x.dim()" if self.axis_arg else str(self.axis)

@@ -74,10 +74,7 @@ def cpu_normalization(c: Chain) -> str:
         "    }",
         "}",
     ]
-    lines = c.reduced_lines()
-    if not c.middle:  # the last axis: a row a line
-        lines.insert(-1, "outer, inner = x.numel() // cols, 1")
-    body = [*lines, f"{NAME}({c.launch_args('outer, cols, inner')})"]
+    body = [*c.strided_lines(), f"{NAME}({c.launch_args('outer, cols, inner')})"]
     return module_source(c, "cpu_kernel", "\n".join(kernel), body)
 
 

@@ -77,10 +77,7 @@ def cpu_solution(composition: Composition) -> str:
             "    }",
             "}",
         ]
-        lines = c.reduced_lines()
-        if not c.middle:  # the last axis: one row an output
-            lines.insert(-1, "outer, inner = x.numel() // cols, 1")
-        body = [*lines, f"{name}({c.launch_args('outer, cols, inner')})"]
+        body = [*c.strided_lines(), f"{name}({c.launch_args('outer, cols, inner')})"]
     else:
         loop = [
             f"void {name}({args}, long rows, long cols) {{",
@@ -122,17 +119,17 @@ def cuda_solution(composition: Composition, style: str = "block") -> str:
     reduction has one form, and ``warp`` is a ValueError there."""
     if style not in ("block", "warp"):
         raise ValueError(f"style must be 'block' or 'warp', not {style!r}")
+    c = read_chain(composition)
     if style == "warp":
-        if read_chain(composition).normalize is not None:
+        if c.normalize is not None:
             raise ValueError(f"{composition.name}: normalises: no warp-per-row form")
-        if read_chain(composition).index:
+        if c.index:
             raise ValueError(f"{composition.name}: an index (argmax): no warp-per-row form")
-        if read_chain(composition).middle:
+        if c.middle:
             raise ValueError(f"{composition.name}: reduces a middle axis: no warp-per-row form")
         if not has_reduction(composition):
             raise ValueError(f"{composition.name}: no reduction, so no warp-per-row form")
-        return _warp_solution(read_chain(composition))
-    c = read_chain(composition)
+        return _warp_solution(c)
     if c.normalize is not None:
         return cuda_normalization(c)
     if c.middle or c.index:  # (an index: a thread per output on any axis)
@@ -214,11 +211,8 @@ def _middle_solution(c: Chain) -> str:
         *(f"    {line}" for line in c.finish_lines("o")),
         "}",
     ]
-    lines = c.reduced_lines()
-    if not c.middle:  # the last axis: one row an output
-        lines.insert(-1, "outer, inner = x.numel() // cols, 1")
     body = [
-        *lines,
+        *c.strided_lines(),
         f"args = ({c.launch_args('outer, cols, inner')})",
         f"{name}(grid=((outer * inner + 255) // 256,), block=(256,), args=args)",
     ]
