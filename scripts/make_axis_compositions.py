@@ -87,7 +87,7 @@ def main() -> None:
     # (not the held-out axis set: it is made from this one, after it, and is not kept clear
     # of itself)
     families, heldout = heldout_guard(leave_out=["heldout_axis_compositions"])
-    alone = {n for n, op in catalogue().items() if op.axis}  # a chain of one axis op
+    alone = {op.family_name for op in catalogue().values() if op.axis}  # one axis op alone
     against = {
         "heldout": heldout,
         "kernelbench": {t.name: t.source for t in load_kernelbench(args.kernelbench)},

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cuda_agent.data import catalogue, compose, cpu_solution
 from cuda_agent.data.solutions import cuda_solution, has_reduction
+from cuda_agent.data.taskset import TaskEntry
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig
 from cuda_agent.kernel_sandbox.static_checks import check_candidate_source
 
@@ -53,6 +54,10 @@ def test_every_axis_draw_reduces_one_named_axis_as_its_constructor_says(seed, ma
     assert kind == "reduction" or len(comp.ops) <= 2  # (a normalisation's answers are long)
     rank = len(comp.inputs[0][1])
     assert rank in (2, 3) and 1 <= step.axis < rank  # never the batch's axis
+    # its family names the operator, not the axis form: relu -> sum_dim is relu -> sum's
+    # family, so a training set of one and a held-out set of the other are told to meet
+    assert "_dim" not in comp.family and catalogue()[step.op].family_name in comp.family
+    assert TaskEntry.of(comp.to_task(), comp.metadata()).family == comp.family  # as loaded
     module: dict = {}
     exec(compile(comp.source, comp.name, "exec"), module)  # our own generated module
     floats = [v for s in comp.steps for v in s.params.values()]

@@ -112,6 +112,14 @@ class Op:
     # same bits on both sides, so an index reduction after it (argmax) picks the same
     # element; after exp or tanh the last bit differs and near ties pick others
     exact: bool = False
+    # the operator's name in a family (``Composition.family``): an axis op is the operator it
+    # names over another axis (``sum_dim`` is ``sum``), so a training chain relu -> sum_dim
+    # and a held-out relu -> sum are one family (over the last axis they are the same task)
+    family: str = ""
+
+    @property
+    def family_name(self) -> str:
+        return self.family or self.name
 
     @property
     def teachable(self) -> bool:
@@ -212,6 +220,15 @@ def _reduction(name: str, target: str, call: str, reduce: Reduction | None) -> O
     return Op(name, target, "reduction", call, (2, 3, 4), reduce=reduce, cost=4.0, shape=_drop_last)
 
 
+# each axis op's operator among the other ops (``Op.family``)
+_AXIS_FAMILY = {
+    "sum_dim": "sum", "mean_dim": "mean", "max_dim": "amax", "min_dim": "amin",
+    "norm_dim": "vector_norm", "argmax_dim": "argmax", "argmin_dim": "argmin",
+    "softmax_dim": "softmax", "log_softmax_dim": "log_softmax",
+    "l2_normalize_dim": "normalize", "l1_normalize_dim": "l1_normalize",
+}  # fmt: skip
+
+
 def _axis_reduction(name: str, target: str, call: str, reduce: Reduction) -> Op:
     """A reduction over the axis ``self.dim`` (an integer constructor argument), as
     KernelBench's level-1 reductions: ``torch.sum(x, dim=self.dim, keepdim=True)``. Drawn only
@@ -219,14 +236,15 @@ def _axis_reduction(name: str, target: str, call: str, reduce: Reduction) -> Op:
     drawn (last, after exact ops), or it would be one task in thirty."""
     weight = 3.0 if reduce.index else 1.0
     return Op(name, target, "reduction", call, (2, 3), reduce=reduce, cost=4.0, axis=True,
-              weight=weight)  # fmt: skip
+              weight=weight, family=_AXIS_FAMILY[name])  # fmt: skip
 
 
 def _axis_normalization(name: str, target: str, call: str, normalize: Normalization) -> Op:
     """A normalisation along the axis ``self.dim``, as KernelBench's level-1 softmax and norms
     (``torch.softmax(x, dim=self.dim)``, ``x / torch.norm(x, p=2, dim=self.dim,
     keepdim=True)``). Drawn only by ``compose(axes=True)``."""
-    return Op(name, target, "normalize", call, (2, 3), normalize=normalize, cost=12.0, axis=True)
+    return Op(name, target, "normalize", call, (2, 3), normalize=normalize, cost=12.0, axis=True,
+              family=_AXIS_FAMILY[name])  # fmt: skip
 
 
 _MAX = Stat("m", "-INFINITY", "m = fmax(m, (double)v)", "fmax({a}, {b})")

@@ -91,8 +91,10 @@ class Composition:
 
     @property
     def family(self) -> str:
-        """The operator combination: sorted distinct op names joined by ``+``."""
-        return "+".join(sorted(set(self.ops)))
+        """The operator combination: sorted distinct operator names joined by ``+`` (an axis
+        op's is its operator's, ``Op.family``: ``sum_dim`` counts as ``sum``)."""
+        known = catalogue()
+        return "+".join(sorted({known[op].family_name for op in self.ops}))
 
     @property
     def teachable(self) -> bool:

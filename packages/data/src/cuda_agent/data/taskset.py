@@ -55,12 +55,17 @@ def parse_ops(value: object) -> tuple[str, ...]:
 def family_of(task: Task, metadata: Mapping[str, Any] | None = None) -> str:
     """The operator-combination key of a task.
 
-    From ``metadata["ops"]`` when it lists operators (anything ``parse_ops`` reads): their bare
+    ``metadata["family"]`` when the metadata records one (a synthesized task's manifest row:
+    ``Composition.family``, where an axis op counts as its operator, ``sum_dim`` as ``sum``).
+    Else from ``metadata["ops"]`` when it lists operators (anything ``parse_ops`` reads): their bare
     lower-case names (``torch.nn.functional.gelu`` -> ``gelu``, as for source-derived
     families), sorted, de-duplicated, joined with ``+``. Otherwise from the
     source: the torch calls its model code makes (``model_code.torch_call_names``). A task with
     neither gets a family of its own, ``task:<name>``.
     """
+    recorded = (metadata or {}).get("family")
+    if isinstance(recorded, str) and recorded:
+        return recorded
     try:
         names = {_bare_operator(op) for op in parse_ops((metadata or {}).get("ops"))}
     except ValueError:

@@ -1,0 +1,39 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+extern "C" __global__ void fused_kernel(float* out, const float* x, long long outer, long long cols, long long inner) {
+    long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= outer * inner) return;
+    long long first = o / inner * cols * inner + o % inner;  // the output's first
+    double acc = 0.0;
+    for (long long k = 0; k < cols; ++k) {
+        long long i = first + k * inner;  // neighbouring threads: neighbouring i
+        float v = x[i];
+        v = sinf(v);  // torch.sin(x)
+        acc += v;  // torch.mean(x, dim=self.dim)
+    }
+    float v = (float)(acc / cols);
+    out[o] = v;
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = self.dim % x.dim()  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=x.dtype, device=x.device)
+        args = (out, x, outer, cols, inner)
+        fused_kernel(grid=((outer * inner + 255) // 256,), block=(256,), args=args)
+        return out

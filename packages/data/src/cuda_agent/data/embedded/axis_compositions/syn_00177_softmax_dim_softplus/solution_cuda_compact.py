@@ -1,0 +1,55 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cuda_kernel
+
+fused_kernel = cuda_kernel(
+    r"""
+#define INFINITY __int_as_float(0x7f800000)
+
+extern "C" __global__ void fused_kernel(float* out, const float* x, long long rows, long long cols) {
+    long long r = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;  // (a whole warp: r is the warp's)
+    double m = -INFINITY;
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+        float v = x[i];
+        m = fmax(m, (double)v);
+    }
+    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
+        m = fmax(m, __shfl_xor_sync(0xffffffffu, m, k));
+    }
+    double s = 0.0;
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+        float v = x[i];
+        s += exp((double)v - m);
+    }
+    for (int k = 16; k > 0; k >>= 1) {  // the row's, in every lane
+        s = s + __shfl_xor_sync(0xffffffffu, s, k);
+    }
+    for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
+        float v = x[i];
+        v = (float)(exp((double)v - m) / s);  // torch.softmax(x, dim=self.dim)
+        v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
+        out[i] = v;
+    }
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        d = self.dim % x.dim()  # the normalised axis
+        cols = x.shape[d]
+        rows = x.numel() // cols
+        out = torch.empty_like(x)
+        args = (out, x, rows, cols)
+        fused_kernel(grid=((rows + 7) // 8,), block=(256,), args=args)
+        return out

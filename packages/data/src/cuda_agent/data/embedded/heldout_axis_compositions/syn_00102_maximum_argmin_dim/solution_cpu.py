@@ -1,0 +1,37 @@
+import torch
+from torch import nn
+
+from cuda_agent.kernel_sandbox.launch import cpu_kernel
+
+fused_kernel = cpu_kernel(
+    r"""
+#include <math.h>
+
+void fused_kernel(long long* out, const float* x, const float* y, long outer, long cols, long inner) {
+    #pragma omp parallel for
+    for (long o = 0; o < outer * inner; ++o) {
+        long first = o / inner * cols * inner + o % inner;  // the output's first
+        double acc = INFINITY;
+        long long at = 0;  // the first extreme's position
+        for (long k = 0; k < cols; ++k) {
+            long i = first + k * inner;
+            float v = x[i];
+            v = fmaxf(v, y[i]);  // torch.maximum(x, y)
+            if ((double)v < acc) { acc = v; at = k; }  // torch.argmin(x, dim=1)
+        }
+        out[o] = at;
+    }
+}
+""",
+    "fused_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = x.contiguous(), y.contiguous()
+        d = 1  # the reduced axis
+        outer, cols, inner = x.shape[:d].numel(), x.shape[d], x.shape[d + 1 :].numel()
+        out = torch.empty(x.shape[:d] + x.shape[d + 1 :], dtype=torch.int64, device=x.device)
+        fused_kernel(out, x, y, outer, cols, inner)
+        return out
