@@ -87,6 +87,20 @@ stop_with_launcher(period_s=0.05)
 print(os.getpid(), flush=True)
 time.sleep(600)
 """
+FAILING_WORKER = """
+import os, sys, tempfile, time
+import torch.distributed as dist
+from cuda_agent.runner.run_lock import stop_with_launcher
+stop_with_launcher(period_s=3600)  # (its watcher sleeps through: the failure comes first)
+# as in a run: the process group, whose excepthook wraps ours (and buffers sys.stderr)
+rendezvous = os.path.join(tempfile.mkdtemp(), "rendezvous")
+dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=0, world_size=1)
+launcher = os.getppid()
+print(os.getpid(), flush=True)
+while os.getppid() == launcher:
+    time.sleep(0.05)
+raise RuntimeError("Connection closed by peer")  # as gloo's, when a peer stopped first
+"""
 LAUNCHER = """
 import subprocess, sys, time
 worker = subprocess.Popen([sys.executable, "-c", sys.argv[1]], start_new_session=True)
@@ -94,11 +108,13 @@ time.sleep(600)
 """
 
 
-def test_a_worker_ends_when_its_launcher_is_killed(tmp_path) -> None:
-    """As under torchrun: the worker in a session of its own, the launcher killed."""
+@pytest.mark.parametrize("worker", [WORKER, FAILING_WORKER], ids=["watched", "failing"])
+def test_a_worker_ends_when_its_launcher_is_killed(tmp_path, worker) -> None:
+    """As under torchrun: the worker in a session of its own, the launcher killed. A worker
+    whose collective fails first (a peer stopped) says the same, not the collective's error."""
     out = tmp_path / "worker.out"
     with out.open("w") as sink:
-        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, WORKER], stdout=sink,
+        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, worker], stdout=sink,
                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
         deadline = time.monotonic() + GUARD_S
         while not out.read_text().strip() and time.monotonic() < deadline:
@@ -117,3 +133,4 @@ def test_a_worker_ends_when_its_launcher_is_killed(tmp_path) -> None:
     assert launcher.stderr is not None
     said = launcher.stderr.read()
     assert f"the launcher (pid {launcher.pid}) is gone" in said, said
+    assert "Traceback" not in said, said

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import TracebackType
 
 LOCK_FILE = ".lock"
 WAIT_S = 10.0  # how long a second invocation waits for the lock (a killed run's exit)
@@ -77,20 +78,41 @@ _watchers: dict[int, threading.Thread] = {}  # pid -> its watcher (one per proce
 def stop_with_launcher(period_s: float = 0.5) -> threading.Thread:
     """Watch this process's parent (the launcher) from a daemon thread; when it is gone (the
     parent changed: the process was re-parented), say so on stderr and end the process at
-    once (``os._exit``: the run resumes from its last commit). Once per process."""
+    once (``os._exit``: the run resumes from its last commit). An uncaught error raised once
+    the launcher is gone (a collective whose peer stopped first) ends the same way. Once per
+    process."""
     if os.getpid() in _watchers:
         return _watchers[os.getpid()]
     launcher = os.getppid()
 
+    def stop() -> None:
+        # to the file descriptor, not sys.stderr: torch's process group wraps the excepthook
+        # in one that points sys.stderr at a buffer while the inner hook runs
+        os.write(
+            2,
+            f"cuda-agent: the launcher (pid {launcher}) is gone; this process of its run "
+            "stops (resume the run with --resume)\n".encode(),
+        )
+        os._exit(1)
+
     def watch() -> None:
         while os.getppid() == launcher:
             time.sleep(period_s)
-        sys.stderr.write(
-            f"cuda-agent: the launcher (pid {launcher}) is gone; this process of its run "
-            "stops (resume the run with --resume)\n"
-        )
-        sys.stderr.flush()
-        os._exit(1)
+        stop()
+
+    # A peer that noticed first has left its collective, so this process may fail in one
+    # before its watcher wakes: with the launcher gone, that failure is the launcher's end,
+    # said as such (not a "connection closed by peer" traceback).
+    previous_hook = sys.excepthook
+
+    def hook(
+        kind: type[BaseException], value: BaseException, traceback: TracebackType | None
+    ) -> None:
+        if os.getppid() != launcher:
+            stop()
+        previous_hook(kind, value, traceback)
+
+    sys.excepthook = hook
 
     thread = threading.Thread(target=watch, name="stop-with-launcher", daemon=True)
     thread.start()
