@@ -62,6 +62,74 @@ def test_static_greedy_decoding_equals_generate(make_policy: Any, prompts: list[
         assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-4)
 
 
+def test_uncompiled_sampling_folds_the_adapters_and_puts_the_weights_back(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """On the CPU the adapters are folded into copies of the weights while sampling
+    (`MergedAdapters`): the answers are the unfolded model's (transformers' generate runs the
+    adapters as they are), and afterwards every weight is the same tensor with the same values
+    and no layer counts as merged (a merge and unmerge in place would leave rounding)."""
+    from peft.tuners.lora import LoraLayer
+
+    static, dynamic, plain = (make_policy(kv_cache=k) for k in ("static", "dynamic", "static"))
+    generator = torch.Generator().manual_seed(0)
+    for (name, a), (_, b) in zip(
+        static.model.named_parameters(), dynamic.model.named_parameters(), strict=True
+    ):
+        if "lora_B" in name:  # (zero at initialisation: the adapters would change nothing)
+            a.data.copy_(torch.randn(a.shape, generator=generator))
+            b.data.copy_(a.data)
+    before = {n: (p, p.detach().clone()) for n, p in static.model.named_parameters()}
+    got = _flat(static.generate(prompts, n=2, max_new_tokens=20, temperature=0))
+    want = _flat(dynamic.generate(prompts, n=2, max_new_tokens=20, temperature=0))
+    without = _flat(plain.generate(prompts, n=2, max_new_tokens=20, temperature=0))
+    assert [s.response_ids for s in got] != [s.response_ids for s in without], "no adapter effect"
+    for a, b in zip(got, want, strict=True):
+        assert a.response_ids == b.response_ids and a.finish_reason == b.finish_reason
+        assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-4)
+    after = dict(static.model.named_parameters())
+    for name, (param, value) in before.items():
+        assert after[name] is param and torch.equal(param, value), name
+    layers = [m for m in static.model.modules() if isinstance(m, LoraLayer)]
+    assert layers and not any(m.merged for m in layers)
+
+
+def test_rows_that_end_leave_the_batch_and_the_others_decode_on(
+    make_model: Any, tiny_tokenizer: Any
+) -> None:
+    """Uncompiled, a row that has ended (eos) leaves the batch at the next check (every 16
+    steps) with its cache rows: the others decode as before, and as transformers' generate
+    decodes them; the next call reuses the cache as allocated."""
+    from cuda_agent.policy import Policy, PolicyConfig
+
+    texts = ["Write a CUDA kernel.", "hi", "Add two vectors of floats, fast please!", "row max",
+             "x", "softmax over rows"]  # fmt: skip
+    prompts = [tiny_tokenizer(t)["input_ids"] for t in texts]
+
+    def policy(kv_cache: str) -> Policy:
+        model = make_model()
+        # a token this seeded model's greedy rows reach at steps 18 to 78, or never
+        model.generation_config.eos_token_id = [tiny_tokenizer.eos_token_id, 156]
+        return Policy.from_model(
+            model, tiny_tokenizer, PolicyConfig(device="cpu", lora_rank=4, kv_cache=kv_cache)
+        ).eval()
+
+    static = policy("static")
+    got = _flat(static.generate(prompts, max_new_tokens=80, temperature=0))
+    lengths = sorted(len(s.response_ids) for s in got)
+    assert lengths[0] + 32 < lengths[-2] < lengths[-1] == 80, lengths  # ended checks apart
+    # rows ending by steps 18 and 22 leave at the check of step 32, by 53 and 56 at step 64
+    assert static.decode_stats()["dropped_rows"] == 4
+    want = _flat(policy("dynamic").generate(prompts, max_new_tokens=80, temperature=0))
+    for a, b in zip(got, want, strict=True):
+        assert a.response_ids == b.response_ids and a.finish_reason == b.finish_reason
+        assert a.sampler_logprobs == pytest.approx(b.sampler_logprobs, abs=1e-4)
+    cache = static._decoder._cache if static._decoder is not None else None
+    again = _flat(static.generate(prompts, max_new_tokens=80, temperature=0))
+    assert [s.response_ids for s in again] == [s.response_ids for s in got]
+    assert static._decoder is not None and static._decoder._cache is cache
+
+
 def test_the_cache_is_reused_and_reset_between_calls(
     make_policy: Any, prompts: list[list[int]]
 ) -> None:

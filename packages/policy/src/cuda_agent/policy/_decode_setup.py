@@ -22,6 +22,19 @@ own arithmetic:
   The sampler's log-probs are those of this bf16 model, so they can differ slightly from the
   float32-adapter log-probs of `token_logprobs`: the off-policy correction the sampler's
   log-probs exist for.
+
+Uncompiled (the CPU), a third cost: every adapted projection is three matmuls, a scale and an
+add, where the weights alone are one matmul. `MergedAdapters` folds the adapters into copies
+of the weights while sampling,
+
+    W' = W + sum_a scaling_a * B_a A_a        (peft's `get_delta_weight`, each active adapter)
+    x W'^T = x W^T + sum_a scaling_a * (x A_a^T) B_a^T   up to float rounding
+
+and puts the original weight tensors back afterwards, untouched (not merged and unmerged in
+place, which would leave rounding in the base weights after every call). The copies exist only
+during a call. The sampler's log-probs then differ from `token_logprobs`' by float rounding
+(the off-policy correction again); greedy answers can differ only where two tokens tie to
+that rounding.
 """
 
 from __future__ import annotations
@@ -48,7 +61,13 @@ def grouped_decode_attention(
     scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' SDPA attention, with grouped heads as queries for one query token."""
+    """transformers' SDPA attention, with grouped heads as queries for one query token.
+
+    A mask shorter than the cache (the uncompiled loop's: the slots written so far) limits
+    the keys and values read to its length."""
+    if attention_mask is not None and attention_mask.shape[-1] < key.shape[-2]:
+        written = attention_mask.shape[-1]
+        key, value = key[:, :, :written], value[:, :, :written]
     groups = int(getattr(module, "num_key_value_groups", 1))
     batch, heads, q_length, dim = query.shape
     if (
@@ -121,3 +140,52 @@ class AdapterCast:
         finally:
             for (param, _), data in zip(self._pairs, originals, strict=True):
                 param.data = data
+
+
+class MergedAdapters:
+    """The active LoRA adapters folded into copies of the weights, while sampling (module
+    docstring). Only plain LoRA on linear layers is folded (no DoRA or other variant, no
+    adapter bias); every other layer runs as it is."""
+
+    def __init__(self, hf_model: Any) -> None:
+        from peft.tuners.lora.layer import Linear
+
+        self._layers: list[Any] = [m for m in hf_model.modules() if isinstance(m, Linear)]
+
+    @contextmanager
+    def merged(self) -> Iterator[None]:
+        folded: list[tuple[Any, torch.Tensor]] = []
+        try:
+            with torch.no_grad():
+                for layer in self._layers:
+                    names = self._foldable(layer)
+                    if not names:
+                        continue
+                    base = layer.get_base_layer()
+                    weight: torch.Tensor = base.weight.data
+                    merged = weight.clone()
+                    for name in names:
+                        merged += layer.get_delta_weight(name).to(merged.dtype)
+                    base.weight.data = merged
+                    layer.merged_adapters = names  # peft's forward: the base layer alone
+                    folded.append((layer, weight))
+            yield
+        finally:
+            for layer, weight in folded:
+                layer.get_base_layer().weight.data = weight
+                layer.merged_adapters = []
+
+    @staticmethod
+    def _foldable(layer: Any) -> list[str]:
+        """The adapters of `layer` to fold, or [] where it must run unfolded."""
+        if layer.merged or layer.disable_adapters:
+            return []
+        names = [a for a in layer.active_adapters if a in layer.lora_A]
+        base = layer.get_base_layer()
+        if (
+            not isinstance(base, torch.nn.Linear)
+            or not base.weight.is_floating_point()
+            or any(a in layer.lora_variant or layer.lora_bias.get(a, False) for a in names)
+        ):
+            return []
+        return names

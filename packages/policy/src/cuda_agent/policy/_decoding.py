@@ -42,6 +42,7 @@ bound by launch latency and weight reads, hardly notices.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +52,7 @@ from typing import Any
 import torch
 from transformers import StaticCache
 
-from cuda_agent.policy._decode_setup import AdapterCast, grouped_attention
+from cuda_agent.policy._decode_setup import AdapterCast, MergedAdapters, grouped_attention
 from cuda_agent.policy._sampling import sampling_processors
 
 CACHE_BUCKET = 256
@@ -125,6 +126,7 @@ class DecodeStats:
     new_shapes: int = 0
     new_shape_seconds: float = 0.0
     first_step_seconds: float = 0.0
+    dropped_rows: int = 0  # rows that left a lean call's batch before it ended
 
     def first_step(self, seconds: float, new_shape: bool) -> None:
         self.first_step_seconds += seconds
@@ -142,6 +144,12 @@ class StaticDecoder:
     then replays one graph. Uncompiled (the CPU), where filler rows would cost real
     arithmetic, a call runs at its own batch (rounded up to `batch_bucket`, 1 unless given)
     and cache length, and a new shape allocates a new cache. `grow_only` overrides the choice.
+
+    Uncompiled, `lean` (on by default) also saves what a step would spend on nothing:
+    - the adapters are folded into the weights for the call (`_decode_setup.MergedAdapters`);
+    - a row that has ended leaves the batch, with its cache rows, at the next check;
+    - attention reads the cache slots written so far, not the whole preallocated length.
+    Measured on 2 CPU cores by `benchmarks/policy/cpu_decoding.py`.
     """
 
     def __init__(
@@ -162,6 +170,10 @@ class StaticDecoder:
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._compiled = compile
         self._adapters = AdapterCast(hf_model)
+        # Uncompiled (the CPU), three economies no graph would allow (class docstring); True
+        # by default there, and a benchmark may turn them off to compare.
+        self.lean = not self._grow_only
+        self._merged = MergedAdapters(hf_model)
         # The graph's constants: top-p and top-k of the last sampled call (a greedy call keeps
         # them, since they do not change a greedy draw and another value would recompile).
         self._filters: tuple[float, int] = (1.0, 0)
@@ -238,6 +250,33 @@ class StaticDecoder:
         self._cache_shape = (batch, length)
         return True
 
+    def _can_drop_rows(self) -> bool:
+        """Whether the cache is one whose rows `_keep_rows` can select (transformers'
+        `StaticCache`: per layer, keys and values of [batch, heads, length, dim])."""
+        layers = getattr(self._cache, "layers", None) or []
+        return bool(layers) and all(
+            isinstance(getattr(layer, "keys", None), torch.Tensor)
+            and isinstance(getattr(layer, "values", None), torch.Tensor)
+            for layer in layers
+        )
+
+    def _keep_rows(self, keep: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Keep only the cache rows `keep` (a row that has ended would cost a full step's
+        arithmetic otherwise); returns the layers' tensors as they were, for `_put_back`."""
+        before = []
+        for layer in self._cache.layers:
+            before.append((layer.keys, layer.values))
+            layer.keys = layer.keys.index_select(0, keep)
+            layer.values = layer.values.index_select(0, keep)
+        self.stats.dropped_rows += len(before[0][0]) - len(keep) if before else 0
+        return before
+
+    def _put_back(self, full: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The cache's allocated tensors back in place (the next call of its shape reuses
+        them; `reset` clears them)."""
+        for layer, (keys, values) in zip(self._cache.layers, full, strict=True):
+            layer.keys, layer.values = keys, values
+
     def decode(
         self,
         input_ids_bp: torch.Tensor,
@@ -258,7 +297,9 @@ class StaticDecoder:
         string; those rows end. The loop ends early once every row has ended (eos or stop).
         The model runs with the changes of `_decode_setup` in place.
         """
-        with grouped_attention(self._model), self._adapters.swapped():
+        lean = self.lean and not self._compiled
+        folded = self._merged.merged() if lean else contextlib.nullcontext()
+        with grouped_attention(self._model), self._adapters.swapped(), folded:
             device = input_ids_bp.device
             rows, prompt_length = input_ids_bp.shape
             batch, length = self._shape_for(rows, prompt_length + max_new_tokens)
@@ -296,34 +337,54 @@ class StaticDecoder:
             last_b1 = token[:, None].clone()
             position_b1 = attention_mask_bp.sum(-1, keepdim=True)
 
+            # the rows of tokens_bt still decoding (lean: ended rows leave the batch), and the
+            # cache's allocated tensors once they have
+            live = torch.arange(batch, device=device)
+            full: list[tuple[torch.Tensor, torch.Tensor]] = []
             steps = 1
-            while steps < max_new_tokens:
-                if steps % check_every == 0:
-                    if stop_found is not None:
-                        recent = tokens_bt[:, max(0, steps - check_every - stop_lookback) : steps]
-                        hits = stop_found(recent.cpu())
-                        done_b |= torch.tensor(hits, dtype=torch.bool, device=device)
-                    if bool(done_b.all()):
-                        break
-                mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
-                if self._compiled:
-                    if steps == 1:
-                        self._mark_dynamic(last_b1, position_b1, mask_bl)
-                    torch.compiler.cudagraph_mark_step_begin()
-                started = time.perf_counter() if steps == 1 else None
-                token, logprob = self._compiled_step(
-                    last_b1, position_b1, mask_bl, temperature, top_p, top_k
-                )
-                if started is not None:  # a call's first step: compiled here if a guard failed
-                    if token.is_cuda:
-                        torch.cuda.synchronize(token.device)
-                    self.stats.first_step(time.perf_counter() - started, new_shape)
-                tokens_bt[:, steps] = torch.where(done_b, pad_id, token)
-                logprobs_bt[:, steps] = torch.where(done_b, 0.0, logprob)
-                done_b |= torch.isin(token, eos)
-                last_b1.copy_(token[:, None])
-                position_b1.add_(1)
-                steps += 1
+            try:
+                while steps < max_new_tokens:
+                    if steps % check_every == 0:
+                        if stop_found is not None:
+                            recent = tokens_bt[
+                                live, max(0, steps - check_every - stop_lookback) : steps
+                            ]
+                            hits = stop_found(recent.cpu())
+                            done_b |= torch.tensor(hits, dtype=torch.bool, device=device)
+                        if bool(done_b.all()):
+                            break
+                        if lean and bool(done_b.any()) and self._can_drop_rows():
+                            keep = (~done_b).nonzero().squeeze(-1)
+                            dropped = self._keep_rows(keep)
+                            full = full or dropped  # (the allocated tensors: the first drop's)
+                            live, mask_bl, done_b = live[keep], mask_bl[keep], done_b[keep]
+                            last_b1, position_b1 = last_b1[keep], position_b1[keep]
+                    mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
+                    if self._compiled:
+                        if steps == 1:
+                            self._mark_dynamic(last_b1, position_b1, mask_bl)
+                        torch.compiler.cudagraph_mark_step_begin()
+                    started = time.perf_counter() if steps == 1 else None
+                    # lean: the mask covers the slots written so far, and attention reads only
+                    # those (`_decode_setup.grouped_decode_attention`), not the whole cache
+                    written = mask_bl[:, : prompt_length + steps] if lean else mask_bl
+                    token, logprob = self._compiled_step(
+                        last_b1, position_b1, written, temperature, top_p, top_k
+                    )
+                    if started is not None:  # a call's first step: compiled here if a guard failed
+                        if token.is_cuda:
+                            torch.cuda.synchronize(token.device)
+                        self.stats.first_step(time.perf_counter() - started, new_shape)
+                    at = live if full else slice(None)  # (all rows: a plain slice)
+                    tokens_bt[at, steps] = torch.where(done_b, pad_id, token)
+                    logprobs_bt[at, steps] = torch.where(done_b, 0.0, logprob)
+                    done_b |= torch.isin(token, eos)
+                    last_b1.copy_(token[:, None])
+                    position_b1.add_(1)
+                    steps += 1
+            finally:  # (an error mid-call must not leave the cache shrunk)
+                if full:
+                    self._put_back(full)
             return Decoded(
                 tokens=tokens_bt[:rows, :steps].cpu(), logprobs=logprobs_bt[:rows, :steps].cpu()
             )
