@@ -261,14 +261,19 @@ class StaticDecoder:
         )
 
     def _keep_rows(self, keep: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Keep only the cache rows `keep` (a row that has ended would cost a full step's
-        arithmetic otherwise); returns the layers' tensors as they were, for `_put_back`."""
+        """Keep only the cache rows `keep` (ascending; a row that has ended would cost a full
+        step's arithmetic otherwise), moved to the front of the same memory: each layer then
+        reads the first `len(keep)` rows, a contiguous view, and no second cache is
+        allocated. Returns the layers' tensors as they were, for `_put_back`."""
         before = []
+        rows = len(keep)
         for layer in self._cache.layers:
             before.append((layer.keys, layer.values))
-            layer.keys = layer.keys.index_select(0, keep)
-            layer.values = layer.values.index_select(0, keep)
-        self.stats.dropped_rows += len(before[0][0]) - len(keep) if before else 0
+            for name in ("keys", "values"):
+                kv = getattr(layer, name)
+                kv[:rows] = kv.index_select(0, keep)  # (selected first, then written)
+                setattr(layer, name, kv[:rows])
+        self.stats.dropped_rows += len(before[0][0]) - rows if before else 0
         return before
 
     def _put_back(self, full: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
