@@ -146,7 +146,9 @@ class StaticDecoder:
     and cache length, and a new shape allocates a new cache. `grow_only` overrides the choice.
 
     Uncompiled, `lean` (on by default) also saves what a step would spend on nothing:
-    - the adapters are folded into the weights for the call (`_decode_setup.MergedAdapters`);
+    - the adapters are folded into copies of the weights for the call
+      (`_decode_setup.MergedAdapters`; `fold`, on by default: the copies of SmolLM2-135M's
+      adapted weights are 0.4 GB while a call runs);
     - a row that has ended leaves the batch, with its cache rows, at the next check;
     - attention reads the cache slots written so far, not the whole preallocated length.
     Measured on 2 CPU cores by `benchmarks/policy/cpu_decoding.py`.
@@ -173,6 +175,7 @@ class StaticDecoder:
         # Uncompiled (the CPU), three economies no graph would allow (class docstring); True
         # by default there, and a benchmark may turn them off to compare.
         self.lean = not self._grow_only
+        self.fold = True  # lean: fold the adapters (costs a copy of the adapted weights)
         self._merged = MergedAdapters(hf_model)
         # The graph's constants: top-p and top-k of the last sampled call (a greedy call keeps
         # them, since they do not change a greedy draw and another value would recompile).
@@ -303,7 +306,7 @@ class StaticDecoder:
         The model runs with the changes of `_decode_setup` in place.
         """
         lean = self.lean and not self._compiled
-        folded = self._merged.merged() if lean else contextlib.nullcontext()
+        folded = self._merged.merged() if lean and self.fold else contextlib.nullcontext()
         with grouped_attention(self._model), self._adapters.swapped(), folded:
             device = input_ids_bp.device
             rows, prompt_length = input_ids_bp.shape
