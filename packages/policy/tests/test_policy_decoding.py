@@ -130,6 +130,23 @@ def test_rows_that_end_leave_the_batch_and_the_others_decode_on(
     assert static._decoder is not None and static._decoder._cache is cache
 
 
+def test_lean_decoding_of_a_model_with_eager_attention_equals_generate(
+    make_model: Any, make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """Only SDPA attention is swapped for the grouped one that reads the written slots; a
+    model on eager attention gets the whole mask (a short one failed there), additive (a
+    boolean one was added to the scores as 1 and 0: other tokens than `generate`'s)."""
+    policies = []
+    for kv_cache in ("static", "dynamic"):
+        model = make_model()
+        model.set_attn_implementation("eager")
+        policies.append(make_policy(model, kv_cache=kv_cache))
+    got, want = (
+        _flat(p.generate(prompts, n=2, max_new_tokens=40, temperature=0)) for p in policies
+    )
+    assert [s.response_ids for s in got] == [s.response_ids for s in want]
+
+
 def test_the_cache_is_reused_and_reset_between_calls(
     make_policy: Any, prompts: list[list[int]]
 ) -> None:

@@ -93,15 +93,16 @@ AttentionMaskInterface.register(GROUPED_ATTENTION, sdpa_mask)
 
 
 @contextmanager
-def grouped_attention(hf_model: Any) -> Iterator[None]:
-    """Use `grouped_decode_attention` inside the block when the model uses SDPA."""
+def grouped_attention(hf_model: Any) -> Iterator[bool]:
+    """Use `grouped_decode_attention` inside the block when the model uses SDPA; yields
+    whether it does (only then may a step's mask be shorter than the cache)."""
     before = getattr(hf_model.config, "_attn_implementation", None)
     if before != "sdpa":
-        yield
+        yield False
         return
     hf_model.set_attn_implementation(GROUPED_ATTENTION)
     try:
-        yield
+        yield True
     finally:
         hf_model.set_attn_implementation(before)
 

@@ -150,7 +150,8 @@ class StaticDecoder:
       (`_decode_setup.MergedAdapters`; `fold`, on by default: the copies of SmolLM2-135M's
       adapted weights are 0.4 GB while a call runs);
     - a row that has ended leaves the batch, with its cache rows, at the next check;
-    - attention reads the cache slots written so far, not the whole preallocated length.
+    - attention reads the cache slots written so far, not the whole preallocated length
+      (where the model's attention is SDPA, which `grouped_decode_attention` replaces).
     Measured on 2 CPU cores by `benchmarks/policy/cpu_decoding.py`.
     """
 
@@ -177,6 +178,7 @@ class StaticDecoder:
         self.lean = not self._grow_only
         self.fold = True  # lean: fold the adapters (costs a copy of the adapted weights)
         self._merged = MergedAdapters(hf_model)
+        self._additive_mask = False  # set per call (decode)
         # The graph's constants: top-p and top-k of the last sampled call (a greedy call keeps
         # them, since they do not change a greedy draw and another value would recompile).
         self._filters: tuple[float, int] = (1.0, 0)
@@ -202,7 +204,13 @@ class StaticDecoder:
         # mask. Passed as 4D, transformers uses it as it is: building it from the 2D one would
         # read the cache's length as a Python int, a constant of the graph, and a longer cache
         # would compile again.
-        logits = self._forward(tokens_b1, positions_b1, mask_bl[:, None, None, :].bool())
+        mask = mask_bl[:, None, None, :].bool()
+        if self._additive_mask:  # eager attention adds its mask to the scores
+            dtype = self._model.dtype
+            mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+                ~mask, torch.finfo(dtype).min
+            )
+        logits = self._forward(tokens_b1, positions_b1, mask)
         return draw(logits, temperature, top_p, top_k)
 
     def _forward(
@@ -307,7 +315,11 @@ class StaticDecoder:
         """
         lean = self.lean and not self._compiled
         folded = self._merged.merged() if lean and self.fold else contextlib.nullcontext()
-        with grouped_attention(self._model), self._adapters.swapped(), folded:
+        with grouped_attention(self._model) as grouped, self._adapters.swapped(), folded:
+            # SDPA (and the grouped attention) take a boolean mask; eager attention adds the
+            # mask to the scores, where True and False would count as 1 and 0
+            impl = getattr(self._model.config, "_attn_implementation", None)
+            self._additive_mask = not grouped and impl == "eager"
             device = input_ids_bp.device
             rows, prompt_length = input_ids_bp.shape
             batch, length = self._shape_for(rows, prompt_length + max_new_tokens)
@@ -374,8 +386,10 @@ class StaticDecoder:
                         torch.compiler.cudagraph_mark_step_begin()
                     started = time.perf_counter() if steps == 1 else None
                     # lean: the mask covers the slots written so far, and attention reads only
-                    # those (`_decode_setup.grouped_decode_attention`), not the whole cache
-                    written = mask_bl[:, : prompt_length + steps] if lean else mask_bl
+                    # those (`_decode_setup.grouped_decode_attention`; other attention
+                    # functions read the whole cache, and need the whole mask)
+                    short = lean and grouped
+                    written = mask_bl[:, : prompt_length + steps] if short else mask_bl
                     token, logprob = self._compiled_step(
                         last_b1, position_b1, written, temperature, top_p, top_k
                     )
