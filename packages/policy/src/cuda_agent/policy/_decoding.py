@@ -319,7 +319,7 @@ class StaticDecoder:
             # SDPA (and the grouped attention) take a boolean mask; eager attention adds the
             # mask to the scores, where True and False would count as 1 and 0
             impl = getattr(self._model.config, "_attn_implementation", None)
-            self._additive_mask = not grouped and impl == "eager"
+            self._additive_mask = impl == "eager"
             device = input_ids_bp.device
             rows, prompt_length = input_ids_bp.shape
             batch, length = self._shape_for(rows, prompt_length + max_new_tokens)
@@ -357,9 +357,9 @@ class StaticDecoder:
             last_b1 = token[:, None].clone()
             position_b1 = attention_mask_bp.sum(-1, keepdim=True)
 
-            # the rows of tokens_bt still decoding (lean: ended rows leave the batch), and the
-            # cache's allocated tensors once they have
-            live = torch.arange(batch, device=device)
+            # the rows of tokens_bt still decoding (lean: ended rows leave the batch; all rows,
+            # a plain slice, until one has), and the cache's allocated tensors once they have
+            live: torch.Tensor | slice = slice(None)
             full: list[tuple[torch.Tensor, torch.Tensor]] = []
             steps = 1
             try:
@@ -377,7 +377,8 @@ class StaticDecoder:
                             keep = (~done_b).nonzero().squeeze(-1)
                             dropped = self._keep_rows(keep)
                             full = full or dropped  # (the allocated tensors: the first drop's)
-                            live, mask_bl, done_b = live[keep], mask_bl[keep], done_b[keep]
+                            live = torch.arange(batch, device=device)[live][keep]
+                            mask_bl, done_b = mask_bl[keep], done_b[keep]
                             last_b1, position_b1 = last_b1[keep], position_b1[keep]
                     mask_bl[:, prompt_length + steps - 1] = 1  # the slot this step writes
                     if self._compiled:
@@ -397,9 +398,8 @@ class StaticDecoder:
                         if token.is_cuda:
                             torch.cuda.synchronize(token.device)
                         self.stats.first_step(time.perf_counter() - started, new_shape)
-                    at = live if full else slice(None)  # (all rows: a plain slice)
-                    tokens_bt[at, steps] = torch.where(done_b, pad_id, token)
-                    logprobs_bt[at, steps] = torch.where(done_b, 0.0, logprob)
+                    tokens_bt[live, steps] = torch.where(done_b, pad_id, token)
+                    logprobs_bt[live, steps] = torch.where(done_b, 0.0, logprob)
                     done_b |= torch.isin(token, eos)
                     last_b1.copy_(token[:, None])
                     position_b1.add_(1)
