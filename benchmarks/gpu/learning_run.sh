@@ -8,8 +8,8 @@
 # Needs in /tmp, from the model stash scripts (benchmarks/gpu/README.md): the real model,
 # /tmp/smol.gguf (join_model.sh), and the gguf package in /tmp/site (put on PYTHONPATH here).
 # Here first: bash benchmarks/gpu/split_model.sh. Then the calls, each right after the last:
-#   call 1, carry [".model-a"]:  bash benchmarks/gpu/join_model.sh --stash
-#   call 2, carry [".model-b", ".whl"]:
+#   calls 1 and 2, carry [".model-a"], then [".model-b"]:  bash benchmarks/gpu/join_model.sh --stash
+#   call 3, carry [".model-c", ".whl"]:
 #       python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 #       bash benchmarks/gpu/join_model.sh /tmp/smol.gguf
 #       CUDA_AGENT_COMMIT=<commit> bash benchmarks/gpu/learning_run.sh start $OUT --seconds 540
