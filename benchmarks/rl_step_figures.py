@@ -33,7 +33,10 @@ steps:
   (the mean share of distinct answers in the first and last five steps).
 
 ``--skip-first N`` adds the same figures without the first N steps (``without_first``): the
-first step of a run pays the policy's first decoding shapes and the tasks' first visits.
+first step of a run pays the policy's first decoding shapes and the tasks' first visits. A run
+resumed over several processes (``learning_run.py``'s calls, its ``learning_run.json`` in
+RUN_DIR) pays them again in the first step of each: ``without_first_of_each_call`` leaves those
+out (``first_steps_of_calls``: which they were).
 """
 
 from __future__ import annotations
@@ -125,6 +128,18 @@ def rl_steps(run_dir: Path) -> list[dict[str, Any]]:
     return [r for r in records if r.get("stage") == "rl" and "seconds" in r and "step" in r]
 
 
+def first_steps_of_calls(run_dir: Path) -> list[int]:
+    """The RL step that began each call of a run resumed over several (from the RL steps each
+    call of ``learning_run.json`` had reached when it ended); [] without that file."""
+    path = run_dir / "learning_run.json"
+    if not path.exists():
+        return []
+    calls = json.loads(path.read_text()).get("calls", [])
+    reached = [int(c.get("stage_steps", {}).get("rl", 0)) for c in calls]
+    # a call began at the step its predecessor reached; the last call's end begins none
+    return sorted({0, *reached[:-1]})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
@@ -138,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         report = figures(steps, gpu)
         if args.skip_first:
             report["without_first"] = figures(steps[args.skip_first :], gpu)
+        firsts = first_steps_of_calls(args.run_dir)
+        if len(firsts) > 1:
+            report["first_steps_of_calls"] = firsts
+            rest = [s for s in steps if s["step"] not in firsts]
+            report["without_first_of_each_call"] = figures(rest, gpu)
     except (OSError, ValueError, KeyError) as error:
         print(f"rl_step_figures: {args.run_dir}: {error}")
         return 1

@@ -50,6 +50,24 @@ def test_the_figures_of_a_run_and_without_its_first_step(tmp_path):
     assert rest["steps"] == 2 and rest["sandbox_share"] == pytest.approx(5 / 18, abs=1e-3)
 
 
+def test_a_run_resumed_over_calls_is_also_figured_without_each_calls_first_step(tmp_path):
+    m = _module()
+    steps = [_step(0, 30.0, 20.0, 27.0, 9.0), _step(1, 10.0, 4.0, 7.0, 6.0),
+             _step(2, 40.0, 20.0, 35.0, 9.0), _step(3, 8.0, 4.0, 6.0, 3.0)]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    calls = [{"call": 1, "stage_steps": {"rl": 2}}, {"call": 2, "stage_steps": {"rl": 4}}]
+    (tmp_path / "learning_run.json").write_text(json.dumps({"calls": calls}))
+    assert m.main([str(tmp_path), str(tmp_path / "out.json")]) == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert got["first_steps_of_calls"] == [0, 2]  # the second call began at step 2
+    rest = got["without_first_of_each_call"]
+    assert rest["steps"] == 2 and rest["answers_per_minute"] == pytest.approx(60 * 64 / 18, abs=0.1)
+    # one call: nothing more to leave out than --skip-first does
+    (tmp_path / "learning_run.json").write_text(json.dumps({"calls": calls[:1]}))
+    assert m.main([str(tmp_path), str(tmp_path / "out.json")]) == 0
+    assert "without_first_of_each_call" not in json.loads((tmp_path / "out.json").read_text())
+
+
 def test_a_run_without_rl_steps_is_an_error_not_a_figure(tmp_path):
     m = _module()
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"stage": "warmstart", "step": 0}) + "\n")
