@@ -382,11 +382,13 @@ _OPS: tuple[Op, ...] = (
     _axis_normalization(
         "log_softmax_dim", "torch.log_softmax", "torch.log_softmax({x}, dim={dim})", Normalization((_MAX, _SUM_EXP), "(double)v - m - log(s)")
     ),
+    # A sum's statistic divides in float: torch's float32 sum is a float accumulator, inf once
+    # past FLT_MAX (exp of heavy-tailed inputs), where a double one would stay finite
     _axis_normalization(
-        "l2_normalize_dim", "torch.norm", "{x} / torch.norm({x}, p=2, dim={dim}, keepdim=True)", Normalization((Stat("s", "0.0", "s += (double)v * v"),), "v / sqrt(s)")
+        "l2_normalize_dim", "torch.norm", "{x} / torch.norm({x}, p=2, dim={dim}, keepdim=True)", Normalization((Stat("s", "0.0", "s += (double)v * v"),), "v / sqrtf((float)s)")
     ),
     _axis_normalization(
-        "l1_normalize_dim", "torch.mean", "{x} / torch.mean(torch.abs({x}), dim={dim}, keepdim=True)", Normalization((Stat("s", "0.0", "s += fabs((double)v)"),), "v / (s / cols)")
+        "l1_normalize_dim", "torch.mean", "{x} / torch.mean(torch.abs({x}), dim={dim}, keepdim=True)", Normalization((Stat("s", "0.0", "s += fabs((double)v)"),), "v / ((float)s / cols)")
     ),
     Op("softmax", "torch.softmax", "row", "torch.softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),
     Op("log_softmax", "torch.log_softmax", "row", "torch.log_softmax({x}, dim=-1)", (2, 3, 4), cost=12.0),

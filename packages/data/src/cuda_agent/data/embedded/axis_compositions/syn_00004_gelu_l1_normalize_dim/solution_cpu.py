@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
             long i = first + k * inner;
             float v = x[i];
             v = 0.5f * v * (1.f + erff(v * 0.70710678f));  // F.gelu(x)
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=1, keepdim=True)
+            v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=1, keepdim=True)
             out[i] = v;
         }
     }

@@ -20,7 +20,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+            v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
             v = fminf(fmaxf(v, 0.f), 6.f);  // F.relu6(x)
             out[i] = v;
         }

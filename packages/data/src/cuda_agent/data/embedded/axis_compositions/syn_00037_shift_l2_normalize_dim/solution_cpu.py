@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, float shift, long outer, long cols
             long i = first + k * inner;
             float v = x[i];
             v = v + shift;  // x + self.shift
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
             out[i] = v;
         }
     }

@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, float negative_slope, long outer, 
             long i = first + k * inner;
             float v = x[i];
             v = v > 0.f ? v : negative_slope * v;  // F.leaky_relu(x, self.negative_slope)
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+            v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
             out[i] = v;
         }
     }

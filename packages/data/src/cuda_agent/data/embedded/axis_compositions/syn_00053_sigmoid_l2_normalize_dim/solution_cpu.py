@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
             long i = first + k * inner;
             float v = x[i];
             v = 1.f / (1.f + expf(-v));  // torch.sigmoid(x)
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
             out[i] = v;
         }
     }

@@ -21,7 +21,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ro
     for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = 1.f / (1.f + expf(-v));  // torch.sigmoid(x)
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
+        v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
         out[i] = v;
     }
 }

@@ -20,7 +20,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
             v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
             out[i] = v;
         }

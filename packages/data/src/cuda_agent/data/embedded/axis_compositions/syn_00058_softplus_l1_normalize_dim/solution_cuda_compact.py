@@ -20,7 +20,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
         long long i = first + k * inner;
         float v = x[i];
         v = (v > 20.f ? v : log1pf(expf(v)));  // F.softplus(x)
-        v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+        v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
         out[i] = v;
     }
 }

@@ -20,7 +20,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, const float*
         long long i = first + k * inner;
         float v = x[i];
         v = v * y[i];  // x * y
-        v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=1, keepdim=True)
+        v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=1, keepdim=True)
         out[i] = v;
     }
 }

@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
             long i = first + k * inner;
             float v = x[i];
             v = sinf(v);  // torch.sin(x)
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+            v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
             out[i] = v;
         }
     }

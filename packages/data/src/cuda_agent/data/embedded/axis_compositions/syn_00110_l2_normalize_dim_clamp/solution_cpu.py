@@ -20,7 +20,7 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
             v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
             out[i] = v;
         }

@@ -19,7 +19,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float bound,
     }
     for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+        v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
         v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
         out[i] = v;
     }

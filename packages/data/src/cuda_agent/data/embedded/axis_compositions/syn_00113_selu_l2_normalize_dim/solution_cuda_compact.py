@@ -21,7 +21,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ro
     for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = 1.0507009873554805f * (v > 0.f ? v : 1.6732632423543772f * (expf(v) - 1.f));  // torch.selu(x)
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+        v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
         out[i] = v;
     }
 }

@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, long outer, long cols, long inner)
             long i = first + k * inner;
             float v = x[i];
             v = fminf(fmaxf(v, 0.f), 6.f);  // F.relu6(x)
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
             out[i] = v;
         }
     }

@@ -20,7 +20,7 @@ void fused_kernel(float* out, const float* x, float alpha, long outer, long cols
         for (long k = 0; k < cols; ++k) {
             long i = first + k * inner;
             float v = x[i];
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=2, keepdim=True)
             v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
             out[i] = v;
         }

@@ -21,7 +21,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ro
     for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
         v = v / (1.f + expf(-v));  // F.silu(x)
-        v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+        v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
         out[i] = v;
     }
 }

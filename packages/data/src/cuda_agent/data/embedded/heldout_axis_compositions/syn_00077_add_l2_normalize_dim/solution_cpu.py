@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, const float* y, long outer, long c
             long i = first + k * inner;
             float v = x[i];
             v = v + y[i];  // x + y
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=1, keepdim=True)
             out[i] = v;
         }
     }

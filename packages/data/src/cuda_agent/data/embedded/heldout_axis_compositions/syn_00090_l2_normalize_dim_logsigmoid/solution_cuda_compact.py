@@ -18,7 +18,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ou
     for (long long k = 0; k < cols; ++k) {
         long long i = first + k * inner;
         float v = x[i];
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+        v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
         v = fminf(v, 0.f) - log1pf(expf(-fabsf(v)));  // F.logsigmoid(x)
         out[i] = v;
     }

@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, float bound, long outer, long cols
             long i = first + k * inner;
             float v = x[i];
             v = fminf(fmaxf(v, -bound), bound);  // torch.clamp(x, min=-self.bound, max=self.bound)
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+            v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
             out[i] = v;
         }
     }

@@ -19,7 +19,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, long long ro
     }
     for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
-        v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+        v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
         v = fminf(v, 0.f) - log1pf(expf(-fabsf(v)));  // F.logsigmoid(x)
         out[i] = v;
     }

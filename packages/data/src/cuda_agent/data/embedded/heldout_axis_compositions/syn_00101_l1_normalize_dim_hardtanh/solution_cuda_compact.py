@@ -19,7 +19,7 @@ extern "C" __global__ void fused_kernel(float* out, const float* x, float limit,
     }
     for (long long i = r * cols + lane; i < (r + 1) * cols; i += 32) {
         float v = x[i];
-        v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+        v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
         v = fminf(fmaxf(v, -limit), limit);  // F.hardtanh(x, -self.limit, self.limit)
         out[i] = v;
     }

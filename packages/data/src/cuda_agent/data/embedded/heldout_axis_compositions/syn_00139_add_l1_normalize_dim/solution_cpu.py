@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, const float* y, long outer, long c
             long i = first + k * inner;
             float v = x[i];
             v = v + y[i];  // x + y
-            v = (float)(v / (s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
+            v = (float)(v / ((float)s / cols));  // x / torch.mean(torch.abs(x), dim=self.dim, keepdim=True)
             out[i] = v;
         }
     }

@@ -22,7 +22,7 @@ void fused_kernel(float* out, const float* x, float alpha, long outer, long cols
             long i = first + k * inner;
             float v = x[i];
             v = v > 0.f ? v : alpha * (expf(v) - 1.f);  // F.elu(x, alpha=self.alpha)
-            v = (float)(v / sqrt(s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
+            v = (float)(v / sqrtf((float)s));  // x / torch.norm(x, p=2, dim=self.dim, keepdim=True)
             out[i] = v;
         }
     }
