@@ -111,3 +111,25 @@ def test_tasks_that_each_fill_much_of_the_gpu_run_one_after_another():
             assert result.status == "ok", f"{task.name}: {result.message}"
             assert result.extra["outputs_via"] == {"device": 3, "host": 0}, result.extra
             assert result.extra["peak_gpu_bytes"] >= 2 * 4 * sizes[tasks.index(task)]
+
+
+@pytest.mark.gpu
+def test_a_correct_candidate_on_a_task_of_a_tenth_of_the_gpu_is_judged_ok():
+    """As KernelBench's ``L1_21_Sigmoid`` on an H100 (6.4 GB a tensor, 2026-12-06): between the
+    candidate's forward and the reference's check, what the check freed (the determinism rerun's
+    input copy and output) goes back to the GPU, so the reference worker can draw the next
+    check's inputs beside it. Without that the candidate worker kept its peak (7 tensors)
+    reserved, the reference ran out of memory on a later check, also with the device alone, and
+    the correct answer was judged a ``runtime_error`` of its own."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    free, _ = torch.cuda.mem_get_info()
+    n = int(free / 10 / 4)  # a tenth of the free memory a tensor
+    task = task_from_source(BIG_TASK.format(n=n, scale=2), name="tenth_of_the_gpu")
+    config = SandboxConfig(backend="cuda", workers=1, time_compile=False,
+                           max_output_tensor_bytes=n * 8)  # fmt: skip
+    with Sandbox(config) as sandbox:
+        result = sandbox.evaluate(task, SCALE_CANDIDATE.format(scale=2), measure_time=False)
+    assert result.status == "ok", result.message
+    assert "judged_again" not in result.extra and "rerun_alone" not in result.extra
+    assert result.extra["reserve_trims"] >= 1  # the first check's rerun, at least

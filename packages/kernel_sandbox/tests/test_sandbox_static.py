@@ -80,6 +80,20 @@ def test_subclassing_the_reference_and_memoising_are_flagged():
     assert "output_cache" in _codes(memo)
 
 
+def test_super_of_the_reference_copied_from_kernelbench_says_what_to_write():
+    # KernelBench's modules call super(Model, self).__init__(); a model copies it into ModelNew
+    body = "class ModelNew(nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n"
+    [finding] = [f for f in check_candidate_source(HEADER + body) if f.code == "reference_model"]
+    assert "write super().__init__()" in finding.reason
+    plain = "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    assert "reference_model" not in _codes(plain)
+    # any other use of Model keeps the general reason
+    [other] = [
+        f for f in check_candidate_source(HEADER + "y = Model\n") if f.code == "reference_model"
+    ]
+    assert other.reason.startswith("refers to Model, the reference")
+
+
 def test_layers_may_hold_weights_but_not_compute():
     body = """
 class ModelNew(nn.Module):

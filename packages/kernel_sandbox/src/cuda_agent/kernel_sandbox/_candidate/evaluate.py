@@ -128,6 +128,7 @@ def run_job(
     if trial is not None:
         seconds.update(trial.seconds)
         seconds_extra["outputs_via"] = trial.outputs_via
+        seconds_extra["reserve_trims"] = trial.reserve_trims
     if device.type == "cuda" and torch.cuda.is_available():
         seconds_extra["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(device)
         seconds_extra["gpu_total_bytes"] = torch.cuda.get_device_properties(device).total_memory

@@ -258,6 +258,7 @@ class Trials:
         self.threads_at_load = threads_at_load  # Python threads before the candidate loaded
         self.host_splits: list[_decoys.HostSplit] = []  # each checked forward's CPU time
         self.seconds = {"inputs": 0.0, "candidate": 0.0, "exchange": 0.0, "verdicts": 0.0}
+        self.reserve_trims = 0  # checks before which the allocator's reserve went back
 
     def _add(self, what: str, since: float) -> float:
         now = time.perf_counter()
@@ -315,6 +316,10 @@ class Trials:
         except _exchange.ExchangeError as exc:
             raise Verdict("incorrect", str(exc)) from None
         t = self._add("exchange", t)
+        # The reference worker now draws this check's inputs and computes its outputs on the
+        # same GPU: what this check freed (the determinism rerun, copies) goes back first.
+        if _task_runtime.trim_reserve(self.device):
+            self.reserve_trims += 1
         asked = CheckRequest(index=index, outputs=meta, inputs=prints)
         verdict = CheckVerdict.parse(self.ask(asked.to_json()))
         self._add("verdicts", t)

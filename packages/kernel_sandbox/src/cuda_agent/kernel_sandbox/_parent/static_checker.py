@@ -27,6 +27,7 @@ class Checker:
         self.aliases: dict[str, str] = {}  # local name -> dotted module / object path
         self.module_containers: set[str] = set()
         self.defined_names: set[str] = set()
+        self.super_of_model: set[int] = set()  # ids of the Model in super(Model, self)
 
     def add(self, code: str, node: ast.AST, reason: str) -> None:
         self.findings.append((code, getattr(node, "lineno", 1), reason))
@@ -126,6 +127,14 @@ class Checker:
 
     # ------------------------------------------------------------------- whole-module rules
     def visit_anywhere(self, node: ast.AST) -> None:
+        if (  # (ast.walk visits this call before the name inside it)
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "super"
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+        ):
+            self.super_of_model.add(id(node.args[0]))
         if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
             code = FORBIDDEN_ATTRIBUTES[node.attr]
             path = self.resolve(node) or node.attr
@@ -167,7 +176,16 @@ class Checker:
         elif (
             isinstance(node, ast.Name) and node.id == "Model" and "Model" not in self.defined_names
         ):
-            if isinstance(node.ctx, ast.Load):
+            if id(node) in self.super_of_model:
+                # KernelBench's modules write super(Model, self).__init__(); copied into
+                # ModelNew it names the reference (and would raise TypeError besides)
+                self.add(
+                    "reference_model",
+                    node,
+                    "super(Model, self) names the reference's class, and ModelNew is not a "
+                    "Model: write super().__init__()",
+                )
+            elif isinstance(node.ctx, ast.Load):
                 self.add(
                     "reference_model",
                     node,

@@ -203,17 +203,10 @@ def _check(request: ReferenceCheck, home: Path) -> dict[str, Any]:
     peak = 0
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)  # what this check needed (the pool's
-        _trim_reserve(device)  # admission by memory, _parent/lanes.py)
+        _task_runtime.trim_reserve(device)  # admission by memory, _parent/lanes.py)
     return CheckVerdict(
         passed, max_abs, max_rel, message, peak_gpu_bytes=peak, held_gpu_bytes=held
     ).to_json()
-
-
-def _trim_reserve(device: torch.device, slack: int = 1 << 30) -> None:
-    """Return the allocator's reserve to the GPU when it holds more than ``slack`` bytes
-    unused: the candidate worker beside this one allocates from the same GPU."""
-    if torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > slack:
-        torch.cuda.empty_cache()
 
 
 def baseline(
