@@ -15,12 +15,16 @@ prompts greedily with the task named two ways:
   prompt names every task since this measurement (greedy on the CPU, the warm adapter: 0 of 23
   answers linked as loaded, 14 of 23 so). Every shipped task's name already is its
   ``prompt_name``, so no prompt the model trained on changed
-  (``tests/test_kernel_names_script.py``).
+  (``tests/test_kernel_names_script.py``);
+- ``super-as-loaded``: as ``identifier``, but the source as KernelBench writes it,
+  ``super(Model, self).__init__()`` (the agent's prompt shows ``super()`` since 2026-12-06,
+  ``agent.prompts.prompt_source``).
 
 It judges nothing in the sandbox, only what can be read without a GPU: whether the answer's
 code parses, and whether it *links*: every kernel ``forward`` launches (``NAME(grid=...)``) is
 bound by ``NAME = cuda_kernel(source, "FN")``, and ``FN`` is a ``__global__`` function of that
-source. An answer that does not link fails whatever its kernel computes.
+source. An answer that does not link fails whatever its kernel computes. ``refused``: the
+codes of the sandbox's static checks that refuse it (``reference_model``: it names ``Model``).
 
 On the CPU the GPU-trained warm adapter's answers once ran on past their code block: that
 adapter learned to end its answers with ``<|im_start|>``, which transformers 5.17 (the GPU's)
@@ -45,9 +49,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 from provenance import provenance
 
-from cuda_agent.agent.prompts import prompt_name
+from cuda_agent.agent.prompts import prompt_name, prompt_source
 
-MODES = ("as-loaded", "identifier")
+MODES = ("as-loaded", "identifier", "super-as-loaded")
 _GLOBAL = re.compile(r"__global__\s+void\s+(\w+)")
 
 
@@ -99,6 +103,7 @@ def sample(args: argparse.Namespace, mode: str) -> list[dict[str, Any]]:
             "finish_reason": s.finish_reason,
             "text": s.text,
             **links(_code(s.text)),
+            "refused": refusals(_code(s.text)),
         }
         for t, [s] in zip(tasks, answers, strict=True)
     ]
@@ -110,10 +115,20 @@ def messages(task: Any, mode: str) -> list[dict[str, str]]:
     from cuda_agent.agent.prompts import build_messages
 
     out = build_messages(task, "cuda")
+    if mode == "super-as-loaded":  # the source as KernelBench writes it (before prompt_source)
+        shown, loaded = prompt_source(task.source).strip(), task.source.strip()
+        out = [{**m, "content": m["content"].replace(shown, loaded)} for m in out]
     if mode == "as-loaded":
         given, loaded = f"(task `{prompt_name(task.name)}`)", f"(task `{task.name}`)"
         out = [{**m, "content": m["content"].replace(given, loaded)} for m in out]
     return out
+
+
+def refusals(code: str) -> list[str]:
+    """The codes of the sandbox's static checks that refuse this answer (no GPU needed)."""
+    from cuda_agent.kernel_sandbox.static_checks import check_candidate_source
+
+    return sorted({f.code for f in check_candidate_source(code)}) if code else []
 
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,6 +136,9 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tasks": len(rows),
         "parses": sum(r["parses"] for r in rows),
         "links": sum(r["links"] for r in rows),
+        "refused": sum(bool(r["refused"]) for r in rows),
+        "refused_reference_model": sum("reference_model" in r["refused"] for r in rows),
+        "links_and_not_refused": sum(r["links"] and not r["refused"] for r in rows),
     }
 
 
@@ -140,7 +158,10 @@ def main() -> None:
         for path in args.analyse:
             earlier = json.loads(Path(path).read_text())
             for mode, part in earlier["modes"].items():
-                rows = [{**r, **links(_code(r["text"]))} for r in part["rows"]]
+                rows = [
+                    {**r, **links(_code(r["text"])), "refused": refusals(_code(r["text"]))}
+                    for r in part["rows"]
+                ]
                 report["modes"][mode] = {**part, **figures(rows), "rows": rows}
     else:
         for mode in args.modes.split(","):

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from cuda_agent.agent.prompts import prompt_name, user_prompt
-from cuda_agent.kernel_sandbox import builtin_tasks
+from cuda_agent.kernel_sandbox import builtin_tasks, task_from_source
 from cuda_agent.runner.task_sets import load_set
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "kernel_names.py"
@@ -88,3 +88,38 @@ def test_the_prompt_names_a_task_by_its_identifier_and_the_script_can_put_the_lo
     loaded = script.messages(task, "as-loaded")[-1]["content"]
     assert "(task `L1_21_Sigmoid`)" in loaded and "l1_21_sigmoid" not in loaded
     assert script.messages(task, "identifier")[-1]["content"] == user_prompt(task)
+
+
+KERNELBENCH_STYLE = """
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.sum(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 5)]
+
+
+def get_init_inputs():
+    return [1]
+"""
+
+
+def test_the_script_can_show_kernelbenchs_super_of_model_again_and_reads_refusals() -> None:
+    task = task_from_source(KERNELBENCH_STYLE, name="L1_47_Sum")
+    script = _script()
+    assert "super(Model" not in script.messages(task, "identifier")[-1]["content"]
+    assert "super(Model, self)" in script.messages(task, "super-as-loaded")[-1]["content"]
+    copied = ANSWER.replace(
+        "class ModelNew(nn.Module):\n",
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n",
+    )
+    assert script.refusals(copied) == ["reference_model"] and script.refusals(ANSWER) == []

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cuda_agent.agent import build_messages, extract_candidate, feedback, system_prompt
-from cuda_agent.kernel_sandbox import EvalResult, builtin_tasks
+from cuda_agent.kernel_sandbox import EvalResult, builtin_tasks, task_from_source
 
 CODE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 
@@ -45,6 +45,40 @@ def test_prompts_carry_the_task_and_a_worked_example_per_backend():
         assert "class ModelNew" in system["content"]
         assert task.source.strip() in user["content"]
     assert "cuda_kernel" not in system_prompt("cpu")
+
+
+KERNELBENCH_STYLE = """
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.sum(x, dim=self.dim, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 5)]
+
+
+def get_init_inputs():
+    return [1]
+"""
+
+
+def test_the_prompt_shows_super_of_the_reference_as_super():
+    # KernelBench's form; copied into ModelNew it names the reference (refused)
+    task = task_from_source(KERNELBENCH_STYLE, name="L1_47_Sum")
+    _, user = build_messages(task, "cuda")
+    assert "super().__init__()" in user["content"] and "super(Model" not in user["content"]
+    assert "self.dim = dim" in user["content"]  # the rest as written
+    # a module written so already is shown unchanged
+    for task in builtin_tasks():
+        assert task.source.strip() in build_messages(task, "cuda")[1]["content"]
 
 
 def test_feedback_lines():
