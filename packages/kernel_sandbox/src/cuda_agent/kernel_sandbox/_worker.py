@@ -211,15 +211,14 @@ def _trim_reserve(threshold: int = 1 << 30) -> None:
 
     import torch
 
-    from ._shared.task_runtime import cache_budget
+    from ._shared.task_runtime import cache_budget, trim_reserve
 
     if not torch.cuda.is_initialized():
         return
     device = torch.device("cuda", torch.cuda.current_device())
-    if torch.cuda.memory_allocated() > cache_budget(device) + threshold:
+    if torch.cuda.memory_allocated(device) > cache_budget(device) + threshold:
         gc.collect()
-    if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > threshold:
-        torch.cuda.empty_cache()
+    trim_reserve(device, threshold)
 
 
 def _warm_checks(device: str) -> None:
