@@ -28,6 +28,14 @@ separate calls):
   trainer's ``--train-sizes small`` gives them (``compositions_small``).
 - ``aa_small``: the A/A check (as ``aa``) on those compositions at their small sizes: whether
   timing stays reliable there (``aa_small_within_3pct`` of ``aa_small_n``).
+- ``scaling``: the suite (as ``suite``, untraced) through pools of each lane count in
+  ``--sweep`` (default 1,2,4,8,12): evaluations per minute and, over the measured rounds, what
+  was busy: the machine's CPUs (``cpu_busy_share`` of all cores, ``/proc/stat``), this process
+  (``parent_cpu_s_per_job``: the pool's threads, the static checks, the brokering), and the GPU
+  (``gpu_busy_share``, ``nvidia-smi`` every 100 ms). Which one saturates as lanes are added says
+  what bounds the rate.
+
+Every pool reports the same three figures beside its rate (``busy``).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -46,6 +55,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_util import UtilisationLog
 from provenance import provenance
 
 from cuda_agent.kernel_sandbox import (
@@ -77,6 +87,41 @@ def verdict(r: EvalResult) -> list[Any]:
     return [r.status, sorted(r.flags)]
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all the machine's CPUs so far, or None without ``/proc/stat``."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextmanager
+def busy(jobs: int) -> Any:
+    """What was busy while the block ran ``jobs`` evaluations (yielded dict, filled on exit):
+    the machine's CPUs, this process's CPU per job, the GPU (None where unmeasured)."""
+    figures: dict[str, Any] = {}
+    ticks, own, log = _cpu_ticks(), _self_cpu_s(), UtilisationLog().start()
+    t0 = time.monotonic()
+    try:
+        yield figures
+    finally:
+        t1 = time.monotonic()
+        after = _cpu_ticks()
+        log.close()
+        if ticks and after and after[1] > ticks[1]:
+            figures["cpu_busy_share"] = (after[0] - ticks[0]) / (after[1] - ticks[1])
+        figures["cpu_count"] = os.cpu_count()
+        figures["parent_cpu_s_per_job"] = (_self_cpu_s() - own) / max(jobs, 1)
+        figures["gpu_busy_share"] = log.mean(t0, t1)
+
+
 def run_pool(config: SandboxConfig, jobs: list, rounds: int, trace: bool) -> dict[str, Any]:
     started = time.perf_counter()
     with traced() if trace else _nothing() as directory, Sandbox(config) as sandbox:
@@ -87,8 +132,9 @@ def run_pool(config: SandboxConfig, jobs: list, rounds: int, trace: bool) -> dic
         warm_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         results: list[EvalResult] = []
-        for _ in range(rounds):
-            results += sandbox.evaluate_many(jobs)
+        with busy(rounds * len(jobs)) as figures:
+            for _ in range(rounds):
+                results += sandbox.evaluate_many(jobs)
         seconds = time.perf_counter() - t0
         gates = sandbox.gate_stats()
         lanes = sandbox.config.lanes_per_gpu
@@ -108,6 +154,7 @@ def run_pool(config: SandboxConfig, jobs: list, rounds: int, trace: bool) -> dic
         "not_ok": [f"{r.task}: {r.status}: {r.message[:160]}" for r in results if r.status != "ok"],
         "median_wall_s": statistics.median(r.wall_seconds or 0.0 for r in results),
         "gate": gates,
+        "busy": figures,
         "spans": len(spans),
         "timings_traced": sum(s.timing for s in spans),
         "overlaps": len(overlaps),
@@ -157,6 +204,37 @@ def part_suite(report: dict[str, Any], args: argparse.Namespace) -> None:
         overlaps_during_timing=many["overlaps"],
         timings_traced=many["timings_traced"],
     )
+
+
+def part_scaling(report: dict[str, Any], args: argparse.Namespace) -> None:
+    jobs = _suite(args)
+    rows = []
+    for lanes in (int(n) for n in args.sweep.split(",")):
+        run = run_pool(
+            SandboxConfig(backend=args.backend, lanes_per_gpu=lanes), jobs, args.rounds, False
+        )
+        rows.append(
+            {
+                "lanes_per_gpu": lanes,
+                **{
+                    k: run[k]
+                    for k in (
+                        "evaluations_per_minute",
+                        "evaluations",
+                        "seconds",
+                        "statuses",
+                        "median_wall_s",
+                        "busy",
+                        "gate",
+                        "where",
+                    )
+                },
+            }
+        )
+        print(
+            f"{lanes} lanes: {run['evaluations_per_minute']:.1f}/min busy {run['busy']}", flush=True
+        )
+    report["scaling"] = rows
 
 
 def _brief(run: dict[str, Any]) -> dict[str, Any]:
@@ -416,6 +494,7 @@ PARTS = {
     "aa": part_aa,
     "aa_small": part_aa_small,
     "compositions": part_compositions,
+    "scaling": part_scaling,
 }
 
 
@@ -431,6 +510,7 @@ def main() -> None:
     parser.add_argument(
         "--pools", default="one_lane,lanes", help="compositions: which pools (one_lane, lanes)"
     )
+    parser.add_argument("--sweep", default="1,2,4,8,12", help="scaling: lane counts")
     parser.add_argument("--tasks", default="", help="built-in task names (default: all)")
     parser.add_argument(
         "--sizes",
