@@ -1,7 +1,7 @@
 """Judge the compact CUDA solutions of the embedded synthesized tasks on the GPU.
 
     python benchmarks/gpu/synth_solutions_check.py OUT.json [--limit N] [--set NAME]
-        [--variant STYLE] [--sizes small]
+        [--variant STYLE] [--sizes small] [--match TEXT[,TEXT...]]
 
 `cuda-agent-data`'s `cpu_compositions` (200 chains of elementwise ops and one row reduction)
 carry a `solution_cuda_compact.py` each, written by `data.solutions.cuda_solution`. A warm start
@@ -14,7 +14,8 @@ held-out compositions' CUDA solutions instead (for checking only: never taught).
 reductions only) and, beside each, the same task's compact solution (`compact_status`,
 `compact_speedup_vs_eager`, `variant_faster_than_compact`), and `--sizes small` judges at the sizes
 `--train-sizes small` / `--eval-sizes small` use: the two runs side by side say where each
-layout is faster than eager.
+layout is faster than eager. `--match l1_normalize,l2_normalize` judges only the tasks whose
+name holds one of the texts (before `--limit`): the solutions a writer's change rewrote.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--set", default="cpu_compositions", help="an embedded set's name")
     parser.add_argument("--variant", default="", help="a variant's style (default: compact)")
     parser.add_argument("--sizes", choices=("full", "small"), default="full")
+    parser.add_argument("--match", default="", help="only tasks whose name holds one of these")
     args = parser.parse_args()
 
     def solution(task: Task) -> str | None:
@@ -51,11 +53,15 @@ def main() -> None:
         return task.compact_solutions.get("cuda")
 
     tasks = [t for t in load_embedded(args.set).tasks() if solution(t) is not None]
+    if args.match:
+        texts = args.match.split(",")
+        tasks = [t for t in tasks if any(x in t.name for x in texts)]
     tasks = at_small_sizes(tasks) if args.sizes == "small" else tasks
     tasks = tasks[: args.limit] if args.limit else tasks
     command = (
         f"python benchmarks/gpu/synth_solutions_check.py OUT.json --set {args.set}"
         f"{f' --variant {args.variant}' if args.variant else ''} --sizes {args.sizes}"
+        f"{f' --match {args.match}' if args.match else ''}"
     )
     report: dict = {
         **provenance("synth_solutions_check", command, torch.cuda.device_count()),
