@@ -127,6 +127,22 @@ def test_a_timing_closes_the_gate_once_it_has_gathered_long_enough():
     assert log == ["r1", "w", "r2"]
 
 
+def test_the_gate_says_how_long_it_gathered_drained_and_held_the_device_for_timings():
+    gate, log = TimingGate(gather_s=0.2), []
+    _enter(gate, "read", log, "r1").join()
+    w = _enter(gate, "write", log, "w")
+    time.sleep(0.4)  # it gathers 0.2 s, then drains (the reader is still inside)
+    gate.release_read()
+    w.join(5)
+    time.sleep(0.1)  # the batch holds the device
+    gate.release_write()
+    stats = gate.stats()
+    assert log == ["r1", "w"] and stats["batches"] == 1
+    assert stats["gather_s"] >= 0.2 and stats["drain_s"] >= 0.1 and stats["write_phase_s"] >= 0.1
+    # a phase ends when the next begins: gathering, draining and the batch do not overlap
+    assert stats["gather_s"] + stats["drain_s"] <= stats["write_wait_s"] + 1e-3
+
+
 def test_a_drain_stalled_on_a_slow_reader_lets_readers_in_but_never_a_timing():
     # A candidate hanging in its trials holds its section until the deadline: the other lanes'
     # checks go on beside it (the side door), the timing waits for it and for them.

@@ -91,14 +91,25 @@ class TimingGate:
         self.batches = 0
         self.guests = 0  # guests let in
         self.side_door = 0  # readers let in past a stalled drain
+        # Where the device's time went between timings: gathering a batch (readers go on,
+        # the timings queued wait), draining the readers (the gate closed, new readers wait),
+        # and the batches themselves (the device held for timing).
+        self.phase_seconds = {"gather": 0.0, "drain": 0.0, "write": 0.0}
+        self._gather_from: float | None = None
+        self._drain_from: float | None = None
+        self._write_from: float | None = None
 
     def stats(self) -> dict[str, float]:
-        """Timings let through, their batches, readers let in by the side door, and the
-        seconds lanes waited to read and to time, and guests to enter."""
+        """Timings let through, their batches, readers let in by the side door, the seconds
+        lanes waited to read and to time, and guests to enter, and the seconds the gate spent
+        gathering batches, draining readers and holding the device for batches."""
         return {"timings": self.timings, "batches": self.batches, "side_door": self.side_door,
                 "read_wait_s": self.seconds_waited["read"],
                 "write_wait_s": self.seconds_waited["write"], "guests": self.guests,
-                "guest_wait_s": self.seconds_waited["guest"]}  # fmt: skip
+                "guest_wait_s": self.seconds_waited["guest"],
+                "gather_s": self.phase_seconds["gather"],
+                "drain_s": self.phase_seconds["drain"],
+                "write_phase_s": self.phase_seconds["write"]}  # fmt: skip
 
     # ------------------------------------------------------------------------------ readers
     def acquire_read(self, key: object = None) -> float:
@@ -143,6 +154,11 @@ class TimingGate:
         for the readers inside now."""
         self._closed, self._side_door = True, False
         self._closed_at = time.monotonic()
+        if self._gather_from is not None:
+            self.phase_seconds["gather"] += self._closed_at - self._gather_from
+            self._gather_from = None
+        if self._drain_from is None:
+            self._drain_from = self._closed_at
         self._draining = set(self._inside)
         self._cond.notify_all()  # waiting timings reckon their patience from now
 
@@ -174,6 +190,7 @@ class TimingGate:
             self._queue.append(ticket)
             if self._gather_until is None:
                 self._gather_until = time.monotonic() + self.gather_s
+                self._gather_from = time.monotonic()
             self._advance()
             while self._writer != ticket:
                 timeout = None
@@ -281,6 +298,7 @@ class TimingGate:
             self._open_read_phase()  # the batch is done: the readers who waited for it
             if self._queue:  # timings that arrived during the batch gather from now
                 self._gather_until = time.monotonic() + self.gather_s
+                self._gather_from = time.monotonic()
             if self._readers or not self._queue:
                 return
         if self._queue and not self._guests:  # no reader inside: the GPU is idle, time now
@@ -289,6 +307,11 @@ class TimingGate:
     def _new_batch(self) -> None:
         self._phase = "write"
         self._close()
+        now = time.monotonic()
+        if self._drain_from is not None:
+            self.phase_seconds["drain"] += now - self._drain_from
+            self._drain_from = None
+        self._write_from = now
         self._gather_until = None
         self._batch_end = self._queue[-1]
         self.batches += 1
@@ -299,6 +322,9 @@ class TimingGate:
         self._cond.notify_all()
 
     def _open_read_phase(self) -> None:
+        if self._write_from is not None:
+            self.phase_seconds["write"] += time.monotonic() - self._write_from
+            self._write_from = None
         self._phase = "read"
         self._closed, self._side_door, self._side_door_used = False, False, False
         self._draining = set()
