@@ -271,14 +271,16 @@ def _same_as_float16(back: Path, original: Path) -> None:
 def test_an_adapter_packed_in_float16_comes_back_in_float32(tmp_path):
     a = _load("adapter16")
     src = _adapter(tmp_path / "adapter")
+    (src / "answer_budget.json").write_text('{"max_new_tokens": 1024}\n')  # the trainer's
     archive = a.pack(src, tmp_path / "a.txz")
     fp32 = (src / "adapter_model.safetensors").stat().st_size
     assert archive.stat().st_size < 0.6 * fp32  # half the bytes a weight, less the compression
     back = a.unpack(archive, tmp_path / "back")
     assert sorted(p.name for p in back.iterdir()) == [
-        "adapter_config.json", "adapter_model.safetensors", "policy_config.json",
+        "adapter_config.json", "adapter_model.safetensors", "answer_budget.json",
+        "policy_config.json",
     ]  # fmt: skip
-    for name in ("adapter_config.json", "policy_config.json"):
+    for name in ("adapter_config.json", "policy_config.json", "answer_budget.json"):
         assert (back / name).read_bytes() == (src / name).read_bytes()
     _same_as_float16(back, src)
     with pytest.raises(ValueError, match="exists already"):

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 from cuda_agent.policy.testing import save_tiny_model
 from cuda_agent.runner import deadline as deadline_module
+from cuda_agent.runner.budget import inherited_budget
 from cuda_agent.runner.checkpoint import trained_weights
 from cuda_agent.runner.cli import main
 from cuda_agent.runner.deadline import EX_TEMPFAIL
@@ -76,6 +77,30 @@ def test_a_run_started_from_another_holds_its_weights(setup, warm, tmp_path: Pat
     assert _eval(run) == _eval(warm)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["init_from"] == str(warm)
+
+
+def test_an_adapter_copied_alone_keeps_its_runs_answer_budget(setup, warm, tmp_path) -> None:
+    """The warm run's adapter brought elsewhere without its run (as the device's adapters come
+    back) still says the budget its answers were taught within: a run started from it gets
+    the warm run's 40 tokens, not the 512-token floor (which on the H100 cut 10 of 23 answers
+    taught at 1,024 tokens). So do its checkpoints' adapters, and the adapters in place."""
+    alone = tmp_path / "elsewhere" / "adapter"
+    shutil.copytree(warm / "adapter", alone)
+    assert json.loads((alone / "answer_budget.json").read_text()) == {"max_new_tokens": 40}
+    assert inherited_budget(str(alone)) == 40
+    assert inherited_budget(str(warm / "adapter")) == 40
+    checkpoint = json.loads((warm / "state.json").read_text())["checkpoint"]
+    assert json.loads((warm / checkpoint / "adapter" / "answer_budget.json").read_text()) == {
+        "max_new_tokens": 40
+    }
+    (alone / "answer_budget.json").unlink()  # an adapter from elsewhere: nothing to inherit
+    assert inherited_budget(str(alone)) == 0
+    run = tmp_path / "run"
+    shutil.copytree(warm / "adapter", tmp_path / "adapter")
+    code = main(["train", *setup, "--warmstart-steps", "0", "--init-from",
+                 str(tmp_path / "adapter"), "--max-new-tokens", "0", "--out", str(run)])  # fmt: skip
+    assert code == 0
+    assert json.loads((run / "config.json").read_text())["max_new_tokens"] == 40
 
 
 def test_training_continues_from_the_given_weights_not_from_fresh_ones(

@@ -7,7 +7,8 @@ critic and the run's state are not in it.
     python benchmarks/gpu/adapter16.py pack ADAPTER_DIR DEST.txz [--split N]
     python benchmarks/gpu/adapter16.py unpack SRC DEST_DIR
 
-``pack`` writes DEST.txz (adapter_config.json, policy_config.json when present, and
+``pack`` writes DEST.txz (adapter_config.json, policy_config.json and answer_budget.json when
+present, and
 adapter_model.safetensors in float16); with ``--split N`` it is cut into DEST.txz.0, .1, ...
 of near-equal size instead, to travel beside the model's halves in separate calls (a call
 carries at most 64 MiB). ``unpack`` lays the adapter out in DEST_DIR (which must not exist),
@@ -36,7 +37,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 
 WEIGHTS = "adapter_model.safetensors"
-CONFIGS = ("adapter_config.json", "policy_config.json")  # the second when present
+# the others when present (answer_budget.json: the budget the run wrote answers within)
+CONFIGS = ("adapter_config.json", "policy_config.json", "answer_budget.json")
 NEEDED = ("adapter_config.json", WEIGHTS)
 
 

@@ -29,11 +29,13 @@ separate calls):
 - ``aa_small``: the A/A check (as ``aa``) on those compositions at their small sizes: whether
   timing stays reliable there (``aa_small_within_3pct`` of ``aa_small_n``).
 - ``scaling``: the suite (as ``suite``, untraced) through pools of each lane count in
-  ``--sweep`` (default 1,2,4,8,12): evaluations per minute and, over the measured rounds, what
+  ``--sweep`` (default 1,2,4,8,12), each with every gate gathering time in ``--gathers``
+  (``SandboxConfig.timing_gather_s``, default 0.25): evaluations per minute and, over the measured rounds, what
   was busy: the machine's CPUs (``cpu_busy_share`` of all cores, ``/proc/stat``), this process
   (``parent_cpu_s_per_job``: the pool's threads, the static checks, the brokering), and the GPU
   (``gpu_busy_share``, ``nvidia-smi`` every 100 ms). Which one saturates as lanes are added says
-  what bounds the rate.
+  what bounds the rate; the gate's ``gather_s``, ``drain_s`` and ``write_phase_s`` say where
+  the device's time went between timings.
 
 Every pool reports the same three figures beside its rate (``busy``).
 """
@@ -210,31 +212,23 @@ def part_scaling(report: dict[str, Any], args: argparse.Namespace) -> None:
     jobs = _suite(args)
     rows = []
     for lanes in (int(n) for n in args.sweep.split(",")):
-        run = run_pool(
-            SandboxConfig(backend=args.backend, lanes_per_gpu=lanes), jobs, args.rounds, False
-        )
-        rows.append(
-            {
-                "lanes_per_gpu": lanes,
-                **{
-                    k: run[k]
-                    for k in (
-                        "evaluations_per_minute",
-                        "evaluations",
-                        "seconds",
-                        "statuses",
-                        "median_wall_s",
-                        "busy",
-                        "gate",
-                        "where",
-                    )
-                },
-            }
-        )
-        print(
-            f"{lanes} lanes: {run['evaluations_per_minute']:.1f}/min busy {run['busy']}", flush=True
-        )
-    report["scaling"] = rows
+        for gather in (float(g) for g in args.gathers.split(",")):
+            if lanes == 1 and gather != float(args.gathers.split(",")[0]):
+                continue  # one lane never gathers: once is enough
+            config = SandboxConfig(
+                backend=args.backend, lanes_per_gpu=lanes, timing_gather_s=gather
+            )
+            run = run_pool(config, jobs, args.rounds, False)
+            keys = ("evaluations_per_minute", "evaluations", "seconds", "statuses",
+                    "median_wall_s", "busy", "gate", "where")  # fmt: skip
+            rows.append({"lanes_per_gpu": lanes, "timing_gather_s": gather,
+                         **{k: run[k] for k in keys}})  # fmt: skip
+            print(
+                f"{lanes} lanes, gather {gather:g} s: {run['evaluations_per_minute']:.1f}/min "
+                f"busy {run['busy']} gate {run['gate']}",
+                flush=True,
+            )
+            report["scaling"] = rows  # (written after each part; kept as it grows)
 
 
 def _brief(run: dict[str, Any]) -> dict[str, Any]:
@@ -511,6 +505,9 @@ def main() -> None:
         "--pools", default="one_lane,lanes", help="compositions: which pools (one_lane, lanes)"
     )
     parser.add_argument("--sweep", default="1,2,4,8,12", help="scaling: lane counts")
+    parser.add_argument(
+        "--gathers", default="0.25", help="scaling: the gate's timing_gather_s values to try"
+    )
     parser.add_argument("--tasks", default="", help="built-in task names (default: all)")
     parser.add_argument(
         "--sizes",
@@ -529,6 +526,8 @@ def main() -> None:
         report.setdefault("part_seconds", {})[part] = time.perf_counter() - started
         command = f"python benchmarks/gpu/lanes.py OUT_DIR --parts {args.parts}"
         command += f" --sizes {args.sizes}" * (args.sizes != "full")
+        if "scaling" in args.parts:
+            command += f" --sweep {args.sweep} --gathers {args.gathers}"
         report.update(provenance("lanes", command, 1), gpu=report.get("machine", ""))
         path.write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps({k: v for k, v in report.items() if not isinstance(v, dict | list)}))

@@ -36,6 +36,7 @@ from cuda_agent.kernel_sandbox import Sandbox, Task
 from cuda_agent.policy import Policy, PolicyOptimizer, ValueModel
 
 from . import distributed as D
+from .budget import write_budget
 from .checkpoint import BackgroundWriter, RunState, replace_dir, save_state
 from .config import TrainConfig
 from .deadline import Deadline, DeadlineStop
@@ -216,6 +217,7 @@ class Run:
         (so that it may run later, in another thread), else from the live objects."""
         weights = self.policy.weights_snapshot() if snapshot else None
         policy, value = self.policy, self.value  # (a critic made after this is not in it)
+        budget = self.config.max_new_tokens  # the run's answer budget, resolved
         optimizers = {
             key: _cpu_copy(opt.optimizer.state_dict()) if snapshot else opt.optimizer.state_dict()
             for key, opt in self.optimizers.items()
@@ -230,6 +232,7 @@ class Run:
                 policy.save(staged / "adapter")
             else:
                 weights.write(staged / "adapter")
+            write_budget(staged / "adapter", budget)
             if value is not None:
                 value.save(staged / "value")
             for key, optimizer_state in optimizers.items():

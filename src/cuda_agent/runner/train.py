@@ -35,7 +35,7 @@ from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.reward import renamed_keys
 
 from . import distributed as D
-from .budget import inherited_budget, resolve_budget, warmstart_examples
+from .budget import inherited_budget, resolve_budget, warmstart_examples, write_budget
 from .checkpoint import (
     job_log_path,
     load_state,
@@ -251,6 +251,7 @@ def _train(
         return {"run_dir": str(run_dir), "rank": D.rank()}
     # written aside and moved into place: a kill while saving leaves no half-written adapter
     policy.save(run_dir / ".adapter.partial")
+    write_budget(run_dir / ".adapter.partial", config.max_new_tokens)
     replace_dir(run_dir / ".adapter.partial", run_dir / "adapter")
     curves = plot_curves(run_dir / "metrics.jsonl", run_dir / "curves")
     ctx.end_session("finished")

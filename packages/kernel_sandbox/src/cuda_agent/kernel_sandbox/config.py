@@ -283,16 +283,20 @@ def _omp_threads() -> int:
 
 
 MAX_AUTO_LANES = 8
-GPU_BYTES_PER_LANE = 16 << 30  # inputs, outputs, caches and two CUDA contexts of a lane
+# Inputs, outputs, caches and two CUDA contexts of a lane. 8 GiB, not 16, since jobs are
+# admitted by their memory (``_parent/lanes.py``): on an H100 (80 GB, 2026-12-06) 16 GiB gave
+# 4 lanes and 420 evaluations/min on the built-in suite, 8 lanes gave 626 (12: 551, 16: 524;
+# ``benchmarks/results/2026-12-06-h100-lanes-scaling/``).
+GPU_BYTES_PER_LANE = 8 << 30
 HOST_BYTES_PER_LANE = 6 << 30  # two workers' torch, CUDA and candidate processes
 
 
 def auto_lanes(cpus: int, host_bytes: int, gpu_bytes: int, gpus: int) -> int:
     """Lanes per GPU for ``lanes_per_gpu="auto"``: a core per lane (its candidate and
     reference workers mostly wait, on the GPU and on each other), after the compile workers'
-    quarter of the cores; 16 GiB of GPU memory and 6 GiB of host memory per lane; the host's
+    quarter of the cores; 8 GiB of GPU memory and 6 GiB of host memory per lane; the host's
     share per GPU; at most 8 and at least 1. One H200 host (16 cores, 128 GiB, 139 GiB of GPU
-    memory): 8 lanes."""
+    memory) and one H100 host (16 cores, 128 GiB, 80 GB): 8 lanes."""
     gpus = max(1, gpus)
     by_cpu = (cpus - min(8, cpus // 4)) // gpus
     by_host = host_bytes // (HOST_BYTES_PER_LANE * gpus) if host_bytes else MAX_AUTO_LANES
