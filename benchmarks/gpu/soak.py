@@ -168,7 +168,7 @@ KINDS: tuple[Kind, ...] = (
          "deadline kills the worker's process group, which frees the GPU"),
     Kind("device_oom", "asks for 10 TB of GPU memory", REDTEAM / "device_oom.py", ("cuda",),
          "runtime_error", r"out of memory",
-         "CUDA out-of-memory error; with lanes, run once more with the device alone"),
+         "CUDA out-of-memory error; more than the whole device, so not run again alone"),
     Kind("too_much_shared_memory", "a launch asking for 1 GiB of dynamic shared memory",
          CASES / "too_much_shared_memory.py", ("cuda",), "runtime_error",
          r"launch failed|invalid argument|shared|resources",

@@ -931,6 +931,41 @@ def test_a_job_out_of_memory_beside_other_lanes_runs_again_alone(tmp_path, monke
     )  # one lane: no one else's memory
 
 
+BEYOND_THE_DEVICE = """
+
+def forward(self, x):
+    raise RuntimeError(
+        "CUDA out of memory. Tried to allocate 10.00 TiB. GPU 0 has a total capacity of "
+        "79.18 GiB of which 70.12 GiB is free."
+    )
+
+
+ModelNew.forward = forward
+"""
+
+
+def test_a_job_that_asks_for_more_than_the_whole_device_is_not_run_again_alone(tmp_path):
+    """Alone it would fail the same: its verdict stands, says why, and no other lane waits."""
+    relu = TASKS["relu"]
+    with Sandbox(_lanes_config(lanes_per_gpu=2, static_checks=False)) as sandbox:
+        result = sandbox.evaluate(relu, relu.solutions["cpu"] + BEYOND_THE_DEVICE)
+    assert result.status == "runtime_error" and "out of memory" in result.message
+    assert "rerun_alone" not in result.extra
+    assert "10.00 TiB at once, more than the device's 79.2 GiB" in result.extra["no_rerun_alone"]
+
+
+def test_only_a_single_request_beyond_the_device_rules_out_a_rerun():
+    from cuda_agent.kernel_sandbox.result import beyond_the_device
+
+    h100 = "Tried to allocate 6.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 1 GiB"
+    assert beyond_the_device(h100) == ""  # the neighbours may hold the rest: run again alone
+    assert beyond_the_device("CUDA out of memory. Tried to allocate 4.00 GiB") == ""
+    assert beyond_the_device("Tried to allocate 96.00 GiB", device_bytes=80 << 30)
+    assert beyond_the_device("Tried to allocate 80.00 GiB", device_bytes=80 << 30) == ""
+    assert beyond_the_device("cuMemAlloc failed: out of memory", device_bytes=80 << 30) == ""
+    assert beyond_the_device("Tried to allocate 1.50 TiB. GPU 0 has a total capacity of 139.80 GiB")
+
+
 # The rerun alone may use the whole device: its candidate worker's share of the GPU (a quarter
 # with eight lanes) is lifted for that job (on the H200, 2026-12-03, 8 lanes judged 4-5 of 12
 # honest training compositions runtime_error while one lane judged all 12 ok).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
@@ -171,6 +172,32 @@ def first_line(message: str, limit: int = 300) -> str:
     """A message's first non-blank line, at most ``limit`` characters ("" for a blank one)."""
     lines = message.strip().splitlines()
     return lines[0][:limit] if lines else ""
+
+
+_SIZE = r"(\d+(?:\.\d+)?) ?(B|KiB|MiB|GiB|TiB|PiB)\b"
+_UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50}
+
+
+def _size(match: re.Match[str]) -> int:
+    return int(float(match.group(1)) * _UNIT[match.group(2)])
+
+
+def beyond_the_device(message: str, device_bytes: object = None) -> str:
+    """Why running again with the device alone cannot help a job that ran out of memory: torch's
+    message says it asked for one block larger than the whole device ("Tried to allocate 10.00
+    TiB. GPU 0 has a total capacity of 79.18 GiB", or ``device_bytes``, the verdict's
+    ``gpu_total_bytes``). "" when the message says no such thing: it may be the neighbours'."""
+    tried = re.search(r"Tried to allocate " + _SIZE, message)
+    if tried is None:
+        return ""
+    total = re.search(r"total capacity of " + _SIZE, message)
+    device = _size(total) if total else device_bytes if isinstance(device_bytes, int) else 0
+    if not device or _size(tried) <= device:
+        return ""
+    return (
+        f"not run again alone: it asked for {tried.group(1)} {tried.group(2)} at once, more "
+        f"than the device's {device / (1 << 30):.1f} GiB"
+    )
 
 
 def says_out_of_memory(message: str) -> bool:

@@ -44,7 +44,15 @@ from ._shared import exchange as _exchange
 from ._shared.protocol import BaselineReport, Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
-from .result import EvalResult, Status, first_line, out_of_memory, with_extra, with_wall_time
+from .result import (
+    EvalResult,
+    Status,
+    beyond_the_device,
+    first_line,
+    out_of_memory,
+    with_extra,
+    with_wall_time,
+)
 from .static_checks import rejection, static_findings
 from .tasks import Task
 
@@ -194,7 +202,14 @@ class Sandbox:
         job = replace(job, config=replace(job.config, memory_share=room))
         try:
             result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
-            if self.config.lanes_per_gpu != 1 and out_of_memory(result):
+            hopeless = beyond_the_device(result.message, result.extra.get("gpu_total_bytes"))
+            if self.config.lanes_per_gpu != 1 and out_of_memory(result) and hopeless:
+                # More than the whole device at once: alone it fails the same, and the rerun
+                # would hold every other lane back until the device drained (on the H100 soak,
+                # 2026-12-06, a 10 TB request waited a median 8.1 s for it, 17 jobs, and then
+                # failed alone in 0.4 s).
+                result = with_extra(result, no_rerun_alone=hopeless)
+            elif self.config.lanes_per_gpu != 1 and out_of_memory(result):
                 # The other lanes' jobs hold memory too: once more, with the device alone
                 # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB): the
                 # other lanes' jobs finished (their memory given back, LanePool.exclusive) and
