@@ -143,6 +143,61 @@ def test_the_rule_is_decided_once_and_kept_on_disk(tmp_path, monkeypatch):
     assert third.extra["trivial_answer_rule"] == "refused" and len(decided) == 1
 
 
+OOM_ONCE_TASK = """
+import os
+import pathlib
+
+import torch
+from torch import nn
+
+MARK = pathlib.Path(os.environ["CUDA_AGENT_CACHE"]) / "reference-out-of-memory-once"
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+
+def get_inputs():
+    if not MARK.exists():  # the first draw: as if the other lanes held the GPU's memory
+        MARK.write_text("1")
+        raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_rule_left_unchecked_for_want_of_memory_is_decided_again(tmp_path, monkeypatch):
+    """Out of memory is the neighbours' doing as often as the task's: the next job of the task
+    decides the rule again, and is judged by it, rather than every job going unchecked."""
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    task = task_from_source(OOM_ONCE_TASK, name="oom_once")
+    with Sandbox(SandboxConfig(backend="cpu", workers=1, repeats=5)) as sandbox:
+        first = sandbox.evaluate(task, _kernel("tanhf(x[i])"))
+        second = sandbox.evaluate(task, _kernel("tanhf(x[i])"))
+    assert first.extra["trivial_answer_rule"] == "unchecked", first.extra
+    assert "out of memory" in first.extra["trivial_answer_reason"]
+    assert second.status == "ok", second.message
+    assert second.extra["trivial_answer_rule"] == "none"
+
+
+def test_with_lanes_a_rule_unchecked_for_want_of_memory_is_decided_alone(tmp_path, monkeypatch):
+    """Beside other lanes the job runs again with the device alone, which decides the rule: a
+    task evaluated once (one sample of a KernelBench problem, say) is still judged by it."""
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    task = task_from_source(OOM_ONCE_TASK, name="oom_once")
+    config = SandboxConfig(backend="cpu", lanes_per_gpu=2, repeats=5)
+    with Sandbox(config) as sandbox:
+        result = sandbox.evaluate(task, _kernel("tanhf(x[i])"))
+    assert result.status == "ok", result.message
+    assert result.extra["trivial_answer_rule"] == "none"
+    assert "trivial-answer rule" in result.extra["rerun_alone"]
+    assert "out of memory" in result.extra["rerun_alone"]
+
+
 def test_no_builtin_task_rewards_a_trivial_answer(tmp_path, monkeypatch):
     # So every built-in solution is judged as before (test_builtin_solutions runs them).
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))

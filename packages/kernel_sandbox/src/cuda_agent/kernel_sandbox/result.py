@@ -168,6 +168,17 @@ def out_of_memory(result: EvalResult) -> bool:
     return result.status in ("runtime_error", "unjudged") and says_out_of_memory(result.message)
 
 
+def rule_out_of_memory(result: EvalResult) -> bool:
+    """A verdict judged without its task's trivial-answer rule, which the reference worker could
+    not decide for want of (GPU) memory: the neighbours' doing, maybe, as ``out_of_memory``."""
+    reason = result.extra.get("trivial_answer_reason")
+    return (
+        result.extra.get("trivial_answer_rule") == "unchecked"
+        and isinstance(reason, str)
+        and says_out_of_memory(reason)
+    )
+
+
 def first_line(message: str, limit: int = 300) -> str:
     """A message's first non-blank line, at most ``limit`` characters ("" for a blank one)."""
     lines = message.strip().splitlines()

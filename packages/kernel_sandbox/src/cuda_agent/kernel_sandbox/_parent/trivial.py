@@ -25,7 +25,7 @@ from typing import Any
 from .._shared.compile import cache_dir
 from .._shared.protocol import Job
 from .._shared.trivial_rule import RULE_VERSION, TrivialRule, TrivialRuleRequest
-from ..result import EvalResult
+from ..result import EvalResult, says_out_of_memory
 from .pool import Worker, WorkerDied
 
 DRAWS = 3  # plain trial draws the rule is decided on (the job's first ones)
@@ -34,7 +34,10 @@ DRAWS = 3  # plain trial draws the rule is decided on (the job's first ones)
 class TrivialCache:
     """Each task's ``TrivialRule``, decided by a reference worker once per key (``key``), kept
     in memory and on disk. A rule that could not be decided (``unchecked``: the reference
-    failed) is kept in memory only, so a broken task costs one try per sandbox."""
+    failed) is kept in memory only, so a broken task costs one try per sandbox; one that
+    failed for want of GPU memory is not kept at all (the other lanes' jobs may have held it:
+    on the H100, 2026-12-06, KernelBench's reductions were left unchecked so beside 3 lanes),
+    and the task's next job decides again."""
 
     def __init__(self) -> None:
         self._memory: dict[str, TrivialRule] = {}
@@ -108,8 +111,9 @@ class TrivialCache:
             with contextlib.suppress(OSError):
                 staged.write_text(json.dumps(rule.to_json()))
                 os.replace(staged, path)
-        with self._lock:
-            self._memory[key] = rule
+        if not (rule.rule == "unchecked" and says_out_of_memory(rule.reason or "")):
+            with self._lock:
+                self._memory[key] = rule
         return rule
 
 
