@@ -4,7 +4,7 @@ GPU), into ``CUDA_AGENT_CACHE``. A learning run that starts later on the same ma
 same cache finds them kept and spends no step on them.
 
     python benchmarks/gpu/baselines_ahead.py OUT.json SET [SET ...] [--lanes N] [--backend B]
-        [--sizes small]
+        [--sizes small] [--kernelbench DIR]
 
 SET is any ``--tasks`` value of ``cuda-agent train`` (``compact+synth``,
 ``heldout-compositions:32``, a directory). ``--sizes small`` measures each task at its smaller
@@ -37,8 +37,11 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=0, help="lanes per GPU (0: auto)")
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--sizes", choices=("full", "small"), default="full")
+    parser.add_argument(
+        "--kernelbench", default="", help="the KernelBench checkout of kernelbench-l1-subset"
+    )
     args = parser.parse_args()
-    tasks = [task for source in args.sets for task in load_set(source)]
+    tasks = [task for source in args.sets for task in load_set(source, args.kernelbench)]
     if args.sizes == "small":
         tasks = at_small_sizes(tasks)
     unique = list({task.digest: task for task in tasks}.values())
