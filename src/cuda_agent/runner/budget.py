@@ -20,6 +20,8 @@ from cuda_agent.agent import AgentConfig, answer_text, first_prompt_ids
 from cuda_agent.kernel_sandbox import Task
 from cuda_agent.policy import Policy, end_of_turn_id
 
+from .checkpoint import write_json_atomic
+
 # Sampled answers (temperature 1) come out a little longer or shorter than the example they
 # imitate; the margin keeps a sampled answer of a learned solution inside the budget.
 AUTO_MARGIN = 1.25
@@ -92,7 +94,7 @@ BUDGET_FILE = "answer_budget.json"  # beside an adapter the trainer saved: its r
 def write_budget(adapter_dir: Path, budget: int) -> None:
     """Record beside a saved adapter the answer budget its run wrote answers within, so that
     a run started from the adapter directory alone (copied elsewhere, say) inherits it."""
-    (adapter_dir / BUDGET_FILE).write_text(json.dumps({"max_new_tokens": budget}) + "\n")
+    write_json_atomic(adapter_dir / BUDGET_FILE, {"max_new_tokens": budget})
 
 
 def inherited_budget(init_from: str) -> int:

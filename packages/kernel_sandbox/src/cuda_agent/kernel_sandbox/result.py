@@ -168,6 +168,30 @@ def out_of_memory(result: EvalResult) -> bool:
     return result.status in ("runtime_error", "unjudged") and says_out_of_memory(result.message)
 
 
+def alone_rerun(result: EvalResult) -> tuple[str, str]:
+    """Whether a job judged beside other lanes runs again with its device alone: (why it does,
+    or ""; why it does not though it ran out of memory, or "").
+
+    It does when it ran out of (GPU) memory (``out_of_memory``): the other lanes' jobs hold
+    memory too (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB). So also
+    when it was judged, but its task's trivial-answer rule could not be decided for want of
+    memory (``rule_out_of_memory``; on the H100, 2026-12-06, 12 of KernelBench's 23 L1
+    problems were judged so, unchecked): the rerun decides the rule alone (``TrivialCache``
+    keeps no such failure). It does not when its one request was larger than the whole device
+    (``beyond_the_device``): alone it fails the same, and the rerun would hold every other lane
+    back until the device drained (on the H100 soak, 2026-12-06, a 10 TB request waited a
+    median 8.1 s for it, 17 jobs, and then failed alone in 0.4 s)."""
+    if out_of_memory(result):
+        hopeless = beyond_the_device(result.message, result.extra.get("gpu_total_bytes"))
+        if hopeless:
+            return "", hopeless
+        return f"out of memory beside other lanes: {first_line(result.message)}", ""
+    if rule_out_of_memory(result):
+        reason = first_line(str(result.extra.get("trivial_answer_reason", "")))
+        return f"out of memory beside other lanes: its task's trivial-answer rule: {reason}", ""
+    return "", ""
+
+
 def rule_out_of_memory(result: EvalResult) -> bool:
     """A verdict judged without its task's trivial-answer rule, which the reference worker could
     not decide for want of (GPU) memory: the neighbours' doing, maybe, as ``out_of_memory``."""

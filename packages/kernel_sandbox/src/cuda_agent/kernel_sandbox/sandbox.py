@@ -44,16 +44,7 @@ from ._shared import exchange as _exchange
 from ._shared.protocol import BaselineReport, Job
 from .candidates import Candidate, read_candidate
 from .config import INPUT_DISTRIBUTIONS, SandboxConfig
-from .result import (
-    EvalResult,
-    Status,
-    beyond_the_device,
-    first_line,
-    out_of_memory,
-    rule_out_of_memory,
-    with_extra,
-    with_wall_time,
-)
+from .result import EvalResult, Status, alone_rerun, with_extra, with_wall_time
 from .static_checks import rejection, static_findings
 from .tasks import Task
 
@@ -203,33 +194,18 @@ class Sandbox:
         job = replace(job, config=replace(job.config, memory_share=room))
         try:
             result = self._run(task, job, lane, measure_time, caller_sizes=bool(sizes))
-            hopeless = beyond_the_device(result.message, result.extra.get("gpu_total_bytes"))
-            if self.config.lanes_per_gpu != 1 and out_of_memory(result) and hopeless:
-                # More than the whole device at once: alone it fails the same, and the rerun
-                # would hold every other lane back until the device drained (on the H100 soak,
-                # 2026-12-06, a 10 TB request waited a median 8.1 s for it, 17 jobs, and then
-                # failed alone in 0.4 s).
-                result = with_extra(result, no_rerun_alone=hopeless)
-            elif self.config.lanes_per_gpu != 1 and (
-                out_of_memory(result) or rule_out_of_memory(result)
-            ):
-                # The other lanes' jobs hold memory too: once more, with the device alone
-                # (seen on the H200: 8 lanes of 4 GiB-input tasks filled its 139 GiB): the
-                # other lanes' jobs finished (their memory given back, LanePool.exclusive) and
-                # the gate held throughout. The candidate worker's cap (its share of the GPU)
-                # is lifted for the rerun. So also when the job was judged, but its task's
-                # trivial-answer rule could not be decided for want of memory (on the H100,
-                # 2026-12-06, 12 of KernelBench's 23 L1 problems were judged so, unchecked):
-                # the rerun decides it alone (``TrivialCache`` keeps no such failure).
+            why, why_not = alone_rerun(result) if self.config.lanes_per_gpu != 1 else ("", "")
+            if why_not:
+                result = with_extra(result, no_rerun_alone=why_not)
+            elif why:
+                # Once more with the device alone: the other lanes' jobs finished (their memory
+                # given back, LanePool.exclusive) and the gate held throughout; the candidate
+                # worker's cap (its share of the GPU) is lifted (``result.alone_rerun``).
                 alone = replace(job, config=replace(job.config, device_alone=True))
                 with self._lanes.exclusive(lane), lane.hold.alone():
                     self._job_log.alone(job_id, task.name, lane.name)
                     again = self._run(task, alone, lane, measure_time, caller_sizes=bool(sizes))
-                first = first_line(result.message)
-                if not out_of_memory(result):
-                    reason = str(result.extra.get("trivial_answer_reason", ""))
-                    first = "its task's trivial-answer rule: " + first_line(reason)
-                result = with_extra(again, rerun_alone=f"out of memory beside other lanes: {first}")
+                result = with_extra(again, rerun_alone=why)
             if (
                 result.status == "unjudged"
                 and "reference_failed_check" in result.extra
