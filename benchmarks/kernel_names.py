@@ -102,8 +102,7 @@ def sample(args: argparse.Namespace, mode: str) -> list[dict[str, Any]]:
             "task": t.name if mode == "as-loaded" else prompt_name(t.name),
             "finish_reason": s.finish_reason,
             "text": s.text,
-            **links(_code(s.text)),
-            "refused": refusals(_code(s.text)),
+            **read(s.text),
         }
         for t, [s] in zip(tasks, answers, strict=True)
     ]
@@ -122,6 +121,13 @@ def messages(task: Any, mode: str) -> list[dict[str, str]]:
         given, loaded = f"(task `{prompt_name(task.name)}`)", f"(task `{task.name}`)"
         out = [{**m, "content": m["content"].replace(given, loaded)} for m in out]
     return out
+
+
+def read(text: str) -> dict[str, Any]:
+    """What an answer's code shows without a GPU: whether it parses and links (``links``), and
+    the static checks that refuse it (``refusals``)."""
+    code = _code(text)
+    return {**links(code), "refused": refusals(code)}
 
 
 def refusals(code: str) -> list[str]:
@@ -158,10 +164,7 @@ def main() -> None:
         for path in args.analyse:
             earlier = json.loads(Path(path).read_text())
             for mode, part in earlier["modes"].items():
-                rows = [
-                    {**r, **links(_code(r["text"])), "refused": refusals(_code(r["text"]))}
-                    for r in part["rows"]
-                ]
+                rows = [{**r, **read(r["text"])} for r in part["rows"]]
                 report["modes"][mode] = {**part, **figures(rows), "rows": rows}
     else:
         for mode in args.modes.split(","):

@@ -30,8 +30,8 @@ separate calls):
   timing stays reliable there (``aa_small_within_3pct`` of ``aa_small_n``).
 - ``scaling``: the suite (as ``suite``, untraced) through pools of each lane count in
   ``--sweep`` (default 1,2,4,8,12), each with every gate gathering time in ``--gathers``
-  (``SandboxConfig.timing_gather_s``, default 0.25): evaluations per minute and, over the measured rounds, what
-  was busy: the machine's CPUs (``cpu_busy_share`` of all cores, ``/proc/stat``), this process
+  (``SandboxConfig.timing_gather_s``, default 0.25): evaluations per minute and, over the
+  measured rounds, what was busy: the machine's CPUs (``cpu_busy_share`` of all cores, ``/proc/stat``), this process
   (``parent_cpu_s_per_job``: the pool's threads, the static checks, the brokering), and the GPU
   (``gpu_busy_share``, ``nvidia-smi`` every 100 ms). Which one saturates as lanes are added says
   what bounds the rate; the gate's ``gather_s``, ``drain_s`` and ``write_phase_s`` say where
@@ -211,10 +211,9 @@ def part_suite(report: dict[str, Any], args: argparse.Namespace) -> None:
 def part_scaling(report: dict[str, Any], args: argparse.Namespace) -> None:
     jobs = _suite(args)
     rows = []
+    gathers = [float(g) for g in args.gathers.split(",")]
     for lanes in (int(n) for n in args.sweep.split(",")):
-        for gather in (float(g) for g in args.gathers.split(",")):
-            if lanes == 1 and gather != float(args.gathers.split(",")[0]):
-                continue  # one lane never gathers: once is enough
+        for gather in gathers[:1] if lanes == 1 else gathers:  # one lane never gathers
             config = SandboxConfig(
                 backend=args.backend, lanes_per_gpu=lanes, timing_gather_s=gather
             )
@@ -228,7 +227,7 @@ def part_scaling(report: dict[str, Any], args: argparse.Namespace) -> None:
                 f"busy {run['busy']} gate {run['gate']}",
                 flush=True,
             )
-            report["scaling"] = rows  # (written after each part; kept as it grows)
+    report["scaling"] = rows
 
 
 def _brief(run: dict[str, Any]) -> dict[str, Any]:
