@@ -29,9 +29,8 @@ separate calls):
 - ``aa_small``: the A/A check (as ``aa``) on those compositions at their small sizes: whether
   timing stays reliable there (``aa_small_within_3pct`` of ``aa_small_n``).
 - ``scaling``: the suite (as ``suite``, untraced) through pools of each lane count in
-  ``--sweep`` (default 1,2,4,8,12), each with every gate gathering in ``--gathers``
-  (seconds: ``timing_gather="fixed"`` at that ``timing_gather_s``; ``adaptive``, the default:
-  at most the drains' recent cost, 0.25 s the cap): evaluations per minute and, over the
+  ``--sweep`` (default 1,2,4,8,12), each with every gate gathering time in ``--gathers``
+  (``SandboxConfig.timing_gather_s``, default 0.25): evaluations per minute and, over the
   measured rounds, what was busy: the machine's CPUs (``cpu_busy_share`` of all cores, ``/proc/stat``), this process
   (``parent_cpu_s_per_job``: the pool's threads, the static checks, the brokering), and the GPU
   (``gpu_busy_share``, ``nvidia-smi`` every 100 ms). Which one saturates as lanes are added says
@@ -212,24 +211,19 @@ def part_suite(report: dict[str, Any], args: argparse.Namespace) -> None:
 def part_scaling(report: dict[str, Any], args: argparse.Namespace) -> None:
     jobs = _suite(args)
     rows = []
-    # a number: a fixed gathering time; "adaptive": the default rule, capped at 0.25 s
-    gathers = [g.strip() for g in args.gathers.split(",")]
+    gathers = [float(g) for g in args.gathers.split(",")]
     for lanes in (int(n) for n in args.sweep.split(",")):
         for gather in gathers[:1] if lanes == 1 else gathers:  # one lane never gathers
-            adaptive = gather == "adaptive"
             config = SandboxConfig(
-                backend=args.backend,
-                lanes_per_gpu=lanes,
-                timing_gather_s=0.25 if adaptive else float(gather),
-                timing_gather="adaptive" if adaptive else "fixed",
+                backend=args.backend, lanes_per_gpu=lanes, timing_gather_s=gather
             )
             run = run_pool(config, jobs, args.rounds, False)
             keys = ("evaluations_per_minute", "evaluations", "seconds", "statuses",
                     "median_wall_s", "busy", "gate", "where")  # fmt: skip
-            rows.append({"lanes_per_gpu": lanes, "timing_gather": gather,
+            rows.append({"lanes_per_gpu": lanes, "timing_gather_s": gather,
                          **{k: run[k] for k in keys}})  # fmt: skip
             print(
-                f"{lanes} lanes, gather {gather}: {run['evaluations_per_minute']:.1f}/min "
+                f"{lanes} lanes, gather {gather:g} s: {run['evaluations_per_minute']:.1f}/min "
                 f"busy {run['busy']} gate {run['gate']}",
                 flush=True,
             )
@@ -511,9 +505,7 @@ def main() -> None:
     )
     parser.add_argument("--sweep", default="1,2,4,8,12", help="scaling: lane counts")
     parser.add_argument(
-        "--gathers",
-        default="adaptive",
-        help="scaling: the gate's gathering to try: seconds (fixed), or 'adaptive'",
+        "--gathers", default="0.25", help="scaling: the gate's timing_gather_s values to try"
     )
     parser.add_argument("--tasks", default="", help="built-in task names (default: all)")
     parser.add_argument(

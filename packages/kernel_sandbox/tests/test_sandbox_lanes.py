@@ -143,51 +143,6 @@ def test_the_gate_says_how_long_it_gathered_drained_and_held_the_device_for_timi
     assert stats["gather_s"] + stats["drain_s"] <= stats["write_wait_s"] + 1e-3
 
 
-def _one_batch(gate: TimingGate, drain_s: float) -> None:
-    """A reader inside, a timing that arrives, the reader leaving ``drain_s`` after the gate
-    closed, the timing done."""
-    log: list[str] = []
-    _enter(gate, "read", log, "r").join()
-    w = _enter(gate, "write", log, "w")
-    deadline = time.monotonic() + 5
-    while not gate._closed and time.monotonic() < deadline:  # gathering, then closed: draining
-        time.sleep(0.001)
-    time.sleep(drain_s)
-    gate.release_read()
-    w.join(5)
-    gate.release_write()
-    assert log == ["r", "w"]
-
-
-@pytest.mark.parametrize("adaptive", [True, False])
-def test_an_adaptive_gate_gathers_no_longer_than_its_drains_have_cost(adaptive):
-    # Gathering a batch spares drains of the readers; waiting longer than a drain costs for
-    # company costs the queued timings more than it spares (a drain took 6-33 ms on an H100
-    # while batches gathered 0.25 s). The first batch gathers the whole cap: nothing measured.
-    gate = TimingGate(gather_s=0.3, adaptive=adaptive)
-    assert gate.gather_window() == 0.3
-    _one_batch(gate, 0.08)
-    first = gate.stats()
-    assert first["gather_s"] >= 0.3 and first["drain_s"] >= 0.08
-    if not adaptive:
-        assert gate.gather_window() == 0.3  # fixed: the drains are measured, not followed
-        return
-    assert gate.gather_window() == pytest.approx(first["drain_s"])  # the first drain, as is
-    _one_batch(gate, 0.02)
-    second = gate.stats()
-    drain2 = second["drain_s"] - first["drain_s"]
-    assert second["gather_s"] - first["gather_s"] < 0.3  # gathered for the drain, not the cap
-    assert gate.gather_window() == pytest.approx(first["drain_s"] + (drain2 - first["drain_s"]) / 4)
-    assert second["gather_window_s"] == gate.gather_window() < first["drain_s"]
-
-
-def test_an_adaptive_gate_never_gathers_past_its_cap():
-    gate = TimingGate(gather_s=0.01)
-    _one_batch(gate, 0.1)  # a drain ten times the cap
-    assert gate.drain_estimate is not None and gate.drain_estimate >= 0.1
-    assert gate.gather_window() == 0.01
-
-
 def test_a_drain_stalled_on_a_slow_reader_lets_readers_in_but_never_a_timing():
     # A candidate hanging in its trials holds its section until the deadline: the other lanes'
     # checks go on beside it (the side door), the timing waits for it and for them.

@@ -74,8 +74,7 @@ class SandboxConfig:
     # the overlaps the gate prevents; timings are then not reliable.
     timing_gate: bool = True
     # How long a timing that arrives while other lanes check may wait for more timings to join
-    # its batch (one drain of the checks serves the batch), before it closes the gate to them;
-    # with ``timing_gather="adaptive"`` (the default) a cap on it.
+    # its batch (one drain of the checks serves the batch), before it closes the gate to them.
     timing_gather_s: float = 0.25
     # CUDA backend: CPU-only processes that build load_inline / work-directory extensions ahead
     # of the GPU job, in parallel with it (-1 = automatic: a quarter of the cores, at most 8).
@@ -137,9 +136,6 @@ class SandboxConfig:
     # (a new one on this machine) or an address; None: the local pool of worker processes.
     # ``workers`` and ``compile_workers`` then count actors across the cluster.
     ray_address: str | None = None
-    # "adaptive": a batch of timings gathers for at most what a drain of the checks has cost
-    # lately, ``timing_gather_s`` the cap; "fixed": for ``timing_gather_s`` (``_parent/gate.py``).
-    timing_gather: Literal["adaptive", "fixed"] = "adaptive"
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):
@@ -190,10 +186,6 @@ class SandboxConfig:
             raise ValueError("warmup must be >= 0 and timing_budget_s > 0")
         if self.timing_gather_s < 0:
             raise ValueError("timing_gather_s must be >= 0")
-        if self.timing_gather not in ("adaptive", "fixed"):
-            raise ValueError(
-                f"timing_gather must be 'adaptive' or 'fixed', not {self.timing_gather!r}"
-            )
         if not 0 <= self.timing_precision < 1:
             raise ValueError("timing_precision must be in [0, 1)")
 

@@ -76,12 +76,7 @@ class Sandbox:
         ``$CUDA_AGENT_JOB_LOG`` says, else nowhere."""
         self.config = cfg = (config or SandboxConfig()).resolved()
         assert isinstance(cfg.lanes_per_gpu, int)
-        gates = [
-            TimingGate(
-                cfg.timing_gate, cfg.timing_gather_s, adaptive=cfg.timing_gather == "adaptive"
-            )
-            for _ in range(cfg.workers)
-        ]
+        gates = [TimingGate(cfg.timing_gate, cfg.timing_gather_s) for _ in range(cfg.workers)]
         lanes = [
             Lane(
                 device,
