@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from cuda_agent.kernel_sandbox import (
     Deadlines,
@@ -14,7 +15,9 @@ from cuda_agent.kernel_sandbox import (
     Task,
     builtin_tasks,
     evaluate_solutions,
+    task_from_source,
 )
+from cuda_agent.kernel_sandbox._shared.compare import same_bits
 from cuda_agent.kernel_sandbox.candidates import EXAMPLES
 
 
@@ -135,6 +138,57 @@ def test_input_mutation_is_rejected(sandbox, relu):
     mutating = relu.solutions["cpu"].replace("relu(out, x, x.numel())", "relu(x, x, x.numel())")
     result = sandbox.evaluate(relu, mutating.replace("return out", "return x"))
     assert result.status == "rejected" and "input_mutation" in result.flags
+
+
+NAN_TASK = """
+import torch
+from torch import nn
+
+N = 65536
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    x = torch.randn(N)
+    x[::97] = float("nan")
+    return [x]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_inputs_holding_nan_are_not_taken_for_modified_ones(sandbox, relu):
+    # A NaN differs from itself under torch.equal: a candidate that left such inputs alone was
+    # judged to have modified them (on an H200, 2026-12-06, the heavy-tailed trial of a task
+    # with 3.6e9 elements drew a NaN). Unchanged means the same bytes.
+    task = task_from_source(NAN_TASK, name="double_with_nan")
+    double = relu.solutions["cpu"].replace("x[i] > 0.f ? x[i] : 0.f", "x[i] * 2.f")
+    result = sandbox.evaluate(task, double, measure_time=False)
+    assert result.status == "ok", f"{result.status} {result.flags}: {result.message}"
+    writes_nan = double.replace("relu(out, x, x.numel())", "relu(out, x, x.numel()); x[0] = 0")
+    result = sandbox.evaluate(task, writes_nan, measure_time=False)  # x[0] was a NaN: written
+    assert result.status == "rejected" and "input_mutation" in result.flags
+
+
+def test_same_bits_is_equality_of_bytes():
+    x = torch.tensor([1.0, float("nan"), -0.0, float("inf")])
+    assert same_bits(x, x.clone()) and not torch.equal(x, x.clone())
+    assert not same_bits(x, torch.tensor([1.0, float("nan"), 0.0, float("inf")]))  # -0.0 -> 0.0
+    assert not same_bits(x, x.double()) and not same_bits(x, x[:3])
+    for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.complex64, torch.complex128):
+        y = x.to(dtype)
+        assert same_bits(y, y.clone())
+        z = y.clone()
+        z[0] = 2
+        assert not same_bits(y, z)
+    n = torch.arange(6).reshape(2, 3)
+    assert same_bits(n.t(), n.t().clone()) and not same_bits(n, n + 1)
 
 
 def test_prints_do_not_corrupt_the_protocol(sandbox, relu):

@@ -137,6 +137,24 @@ def _as_real(x: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(x) if x.is_complex() else x
 
 
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one shape and dtype hold the same bytes, element by element: a
+    NaN equals the same NaN (``torch.equal`` says a NaN differs from itself, so an input
+    holding one would look modified), and -0.0 differs from 0.0 (it was written)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return torch.equal(a, b)
+    as_int = _SAME_SIZE_INT.get(a.element_size())
+    if as_int is not None:
+        return torch.equal(a.view(as_int), b.view(as_int))
+    a, b = torch.view_as_real(a), torch.view_as_real(b)  # complex128: two float64 each
+    return torch.equal(a.view(torch.int64), b.view(torch.int64))
+
+
 def fingerprint(inputs: list[Any]) -> list[Any]:
     """A cheap summary of a list of inputs (shape, dtype, the sum and the sum of squares per
     tensor, the value of anything else) that two processes drawing the same inputs agree on."""
