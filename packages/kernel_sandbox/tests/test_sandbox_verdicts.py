@@ -17,7 +17,7 @@ from cuda_agent.kernel_sandbox import (
     evaluate_solutions,
     task_from_source,
 )
-from cuda_agent.kernel_sandbox._shared.compare import same_bits
+from cuda_agent.kernel_sandbox._shared.compare import bits_changed, same_bits
 from cuda_agent.kernel_sandbox.candidates import EXAMPLES
 
 
@@ -174,6 +174,8 @@ def test_inputs_holding_nan_are_not_taken_for_modified_ones(sandbox, relu):
     writes_nan = double.replace("relu(out, x, x.numel())", "relu(out, x, x.numel()); x[0] = 0")
     result = sandbox.evaluate(task, writes_nan, measure_time=False)  # x[0] was a NaN: written
     assert result.status == "rejected" and "input_mutation" in result.flags
+    # the message says what changed, so that a wrong rejection can be told from a right one
+    assert "(input 0: 1 of 65536 elements changed, the first at 0: nan -> 0.0)" in result.message
 
 
 def test_same_bits_is_equality_of_bytes():
@@ -189,6 +191,11 @@ def test_same_bits_is_equality_of_bytes():
         assert not same_bits(y, z)
     n = torch.arange(6).reshape(2, 3)
     assert same_bits(n.t(), n.t().clone()) and not same_bits(n, n + 1)
+    m = n.t().clone()
+    m[2, 1] = 9  # logical (row-major) order of the transposed view: index 5
+    assert bits_changed(n.t(), m) == "1 of 6 elements changed, the first at 5: 5 -> 9"
+    y = torch.tensor([0.0, 0.0, -0.0])
+    assert bits_changed(y, torch.zeros(3)) == "1 of 3 elements changed, the first at 2: -0.0 -> 0.0"
 
 
 def test_prints_do_not_corrupt_the_protocol(sandbox, relu):

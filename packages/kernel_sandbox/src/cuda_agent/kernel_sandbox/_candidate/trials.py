@@ -299,9 +299,14 @@ class Trials:
         self.first = False
         self.last_inputs, self.last_guards = inputs, guards
         t = self._add("candidate", t)
-        for a, b in zip(inputs, pristine, strict=True):
+        for i, (a, b) in enumerate(zip(inputs, pristine, strict=True)):
             if isinstance(a, torch.Tensor) and not _compare.same_bits(a, b):
-                raise Verdict("rejected", "ModelNew modified its inputs", flags=["input_mutation"])
+                where = _compare.bits_changed(b, a)
+                raise Verdict(
+                    "rejected",
+                    f"ModelNew modified its inputs (input {i}" + (f": {where})" if where else ")"),
+                    flags=["input_mutation"],
+                )
         got = _task_runtime.as_tensors(output)
         if got is None:
             raise Verdict(

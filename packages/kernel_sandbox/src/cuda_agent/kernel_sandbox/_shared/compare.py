@@ -155,6 +155,24 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.view(torch.int64), b.view(torch.int64))
 
 
+def bits_changed(before: torch.Tensor, after: torch.Tensor) -> str:
+    """Which elements of a tensor changed, for a message: how many (of how many), and the
+    first, with its value before and after ("" when they could not be counted, for want of
+    memory say). For tensors of one shape and dtype that ``same_bits`` says differ."""
+    try:
+        as_int = _SAME_SIZE_INT.get(before.element_size())
+        if as_int is None or not (before.is_floating_point() or before.is_complex()):
+            changed = (before != after).reshape(-1)
+        else:
+            changed = (before.view(as_int) != after.view(as_int)).reshape(-1)
+        count = int(changed.sum())
+        first = int(changed.to(torch.uint8).argmax())  # (flat index in logical order)
+        was, now = before.reshape(-1)[first].item(), after.reshape(-1)[first].item()
+    except (RuntimeError, ValueError):  # out of memory, an unviewable dtype
+        return ""
+    return f"{count} of {before.numel()} elements changed, the first at {first}: {was!r} -> {now!r}"
+
+
 def fingerprint(inputs: list[Any]) -> list[Any]:
     """A cheap summary of a list of inputs (shape, dtype, the sum and the sum of squares per
     tensor, the value of anything else) that two processes drawing the same inputs agree on."""
