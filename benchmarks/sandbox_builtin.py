@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -20,16 +19,7 @@ from pathlib import Path
 import torch
 
 from cuda_agent.kernel_sandbox import Sandbox, SandboxConfig, builtin_tasks
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from cuda_agent.runner.machine import cpu_name
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,12 @@ def test_a_run_stopped_at_every_kind_of_boundary_ends_as_the_unstopped_run(
     assert [s["end"] for s in sessions] == ["deadline"] * 5 + ["finished"]
     assert [s.get("stopped_before") for s in sessions] == [*stops, None]
     assert [s["stage_steps"].get("rl", 0) for s in sessions] == [0, 0, 0, 1, 3, 3]
+    # each invocation says where it ran (a run's calls may land on different hosts)
+    for s in sessions:
+        assert s["machine"]["cpu_cores"] == os.cpu_count() and s["machine"]["cpu"]
+        assert s["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        assert len(s["machine"]["gpus"]) == visible
     assert summary["wall_seconds"] == pytest.approx(sum(s["seconds"] for s in sessions))
     steps = sum(r["seconds"] for r in _records(run) if r.get("step") is not None)
     assert summary["train_seconds"] >= steps > 0

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import platform
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from cuda_agent.runner.machine import cpu_name
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def commit() -> str:
@@ -40,10 +31,12 @@ def commit() -> str:
 
 
 def machine(gpus: int) -> str:
-    """``"2 x NVIDIA H200"`` for ``gpus`` GPUs, else the CPU's name."""
+    """``"2 x NVIDIA H200"`` for ``gpus`` GPUs, else the CPU's name, cores and the vector
+    instructions torch's CPU kernels use (``"AVX2"``...)."""
     if gpus and torch.cuda.is_available():
         return f"{gpus} x {torch.cuda.get_device_name(0)}"
-    return f"CPU: {cpu_name()} ({os.cpu_count()} cores)"
+    cores, vectors = os.cpu_count(), torch.backends.cpu.get_cpu_capability()
+    return f"CPU: {cpu_name()} ({cores} cores, {vectors})"
 
 
 def provenance(benchmark: str, command: str, gpus: int) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from cuda_agent.policy import Policy, PolicyConfig
 from cuda_agent.reward import renamed_keys
 
 from . import distributed as D
+from . import machine
 from .budget import inherited_budget, resolve_budget, warmstart_examples, write_budget
 from .checkpoint import (
     job_log_path,
@@ -133,8 +134,12 @@ def _train(
     if state.metrics_bytes is not None:
         metrics.truncate(state.metrics_bytes)  # records of work that the kill left unfinished
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    # (``processes``: how many the launcher started; a run resumes under as many)
-    state.sessions.append({"started": now, "seconds": 0.0, "end": "", "processes": D.world_size()})
+    # (``processes``: how many the launcher started; a run resumes under as many; ``machine``:
+    # where this invocation ran, since a run's calls may land on different hosts)
+    state.sessions.append(
+        {"started": now, "seconds": 0.0, "end": "", "processes": D.world_size(),
+         "machine": machine.describe()}
+    )  # fmt: skip
     torch.manual_seed(config.seed)
     log(
         f"run directory: {run_dir}  training tasks: {len(train_tasks)}  held-out tasks: "
