@@ -210,6 +210,34 @@ def test_a_killed_evaluation_resumes_without_redoing_or_losing_a_task(
                            **{"batch": 1, **other})  # fmt: skip
 
 
+def test_a_chunk_killed_between_its_rows_is_judged_again_and_written_once(
+    sandbox, tmp_path: Path
+) -> None:
+    """A kill after the first row of a two-task chunk: the chunk is judged again whole (its
+    samples' seeds follow from the chunk), and the rows file then holds each task once (the
+    kill-anywhere test found ``relu`` twice in it)."""
+    tasks = [RELU, SILU]
+    whole = evaluate_tasks(ScriptedPolicy(), sandbox, tasks, out_dir=tmp_path / "whole",
+                           batch=2, log=lambda _: None)  # fmt: skip
+    rows_file = tmp_path / "cut" / ROWS_FILE
+    rows_file.parent.mkdir()
+    (tmp_path / "cut" / "eval_config.json").write_text(
+        (tmp_path / "whole" / "eval_config.json").read_text()
+    )
+    first = (tmp_path / "whole" / ROWS_FILE).read_text().splitlines()[0]
+    rows_file.write_text(first + "\n")  # the kill fell after the chunk's first row
+    again = ScriptedPolicy()
+    result = evaluate_tasks(again, sandbox, tasks, out_dir=tmp_path / "cut", batch=2,
+                            log=lambda _: None)  # fmt: skip
+    assert again.asked == {"relu": 1, "silu": 1}  # the whole chunk, once
+    lines = [json.loads(x)["task"] for x in rows_file.read_text().splitlines()]
+    assert sorted(lines) == ["relu", "silu"]  # each task once
+    steady = ("task", "correct", "samples", "samples_correct", "status")
+    assert [{k: r[k] for k in steady} for r in result["per_task"]] == [
+        {k: r[k] for k in steady} for r in whole["per_task"]
+    ]
+
+
 def test_parts_are_judged_in_chunks_and_a_unit_may_stop_before_one(sandbox, tmp_path: Path) -> None:
     """``parts`` order the tasks and bound each chunk (``batch`` within a part); ``unit`` wraps
     every chunk with work and may stop the evaluation before one: the chunks before it are

@@ -131,13 +131,20 @@ def evaluate_tasks(
     by_name = {t.name: t for t in tasks}
     # A chunk is cut from its whole part, so that a resumed evaluation samples each chunk as
     # an unkilled one does (its seed is its first task's); one cut short by a kill while its
-    # rows were written is judged again whole (``read_rows`` keeps a task's last row).
+    # rows were written is judged again whole, its rows written before dropped first (the
+    # file rewritten atomically), so that the file holds each task once.
     chunks = [
         (label, chunk)
         for label, part in labelled
         for chunk in _pieces([by_name[n] for n in part], batch)
         if any(t.name not in done for t in chunk)
     ]
+    redo = {t.name for _, chunk in chunks for t in chunk if t.name in done}
+    if out is not None and redo:
+        kept = "".join(json.dumps(row) + "\n" for name, row in done.items() if name not in redo)
+        write_text_atomic(out / ROWS_FILE, kept)
+    for name in redo:
+        del done[name]
     todo = [t for _, chunk in chunks for t in chunk]
     if len(todo) < len(tasks):
         log(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} tasks already evaluated")
