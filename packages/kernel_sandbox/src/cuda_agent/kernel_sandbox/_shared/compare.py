@@ -140,6 +140,13 @@ def _as_real(x: torch.Tensor) -> torch.Tensor:
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def _int_view(x: torch.Tensor) -> torch.Tensor | None:
+    """A floating or complex tensor's bytes as integers of its element's size (so that equal
+    means the same bytes), or None where no such integer type exists (complex128)."""
+    as_int = _SAME_SIZE_INT.get(x.element_size())
+    return x.view(as_int) if as_int is not None else None
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors of one shape and dtype hold the same bytes, element by element: a
     NaN equals the same NaN (``torch.equal`` says a NaN differs from itself, so an input
@@ -148,9 +155,8 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if not (a.is_floating_point() or a.is_complex()):
         return torch.equal(a, b)
-    as_int = _SAME_SIZE_INT.get(a.element_size())
-    if as_int is not None:
-        return torch.equal(a.view(as_int), b.view(as_int))
+    if (ia := _int_view(a)) is not None and (ib := _int_view(b)) is not None:
+        return torch.equal(ia, ib)
     a, b = torch.view_as_real(a), torch.view_as_real(b)  # complex128: two float64 each
     return torch.equal(a.view(torch.int64), b.view(torch.int64))
 
@@ -160,11 +166,15 @@ def bits_changed(before: torch.Tensor, after: torch.Tensor) -> str:
     first, with its value before and after ("" when they could not be counted, for want of
     memory say). For tensors of one shape and dtype that ``same_bits`` says differ."""
     try:
-        as_int = _SAME_SIZE_INT.get(before.element_size())
-        if as_int is None or not (before.is_floating_point() or before.is_complex()):
+        was_bits, now_bits = _int_view(before), _int_view(after)
+        if (
+            was_bits is None
+            or now_bits is None
+            or not (before.is_floating_point() or before.is_complex())
+        ):
             changed = (before != after).reshape(-1)
         else:
-            changed = (before.view(as_int) != after.view(as_int)).reshape(-1)
+            changed = (was_bits != now_bits).reshape(-1)
         count = int(changed.sum())
         first = int(changed.to(torch.uint8).argmax())  # (flat index in logical order)
         was, now = before.reshape(-1)[first].item(), after.reshape(-1)[first].item()
