@@ -12,7 +12,8 @@ training (at initialisation they are zero and the adapter adds nothing).
 Uncompiled, ``StaticDecoder.lean`` folds the adapters into copies of the weights for each
 call, lets ended rows leave the batch, and reads only the cache slots written so far;
 ``plain`` runs the same decoder with ``lean`` off; ``nofold`` is ``lean`` without the fold
-(``StaticDecoder.fold``). The kinds alternate (a, b, b, a, ...) so that a drift of the
+(``StaticDecoder.fold``); ``nonarrow`` is ``lean`` with a few rows' projections taken as
+``x W^T`` again (``StaticDecoder.narrow`` off). The kinds alternate (a, b, b, a, ...) so that a drift of the
 machine hits each alike. Reported: seconds of each call, the new tokens, the rows that left
 early, whether all kinds made the same tokens, and the process's peak resident set before
 the timed calls and after them (one kind per run, to read a kind's memory).
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--rounds", type=int, default=2, help="calls of each kind")
     parser.add_argument("--new-tokens", type=int, default=768)
-    parser.add_argument("--kinds", default="lean,plain", help="of lean, plain, nofold")
+    parser.add_argument("--kinds", default="lean,plain", help="of lean, plain, nofold, nonarrow")
     args = parser.parse_args()
 
     policy = Policy.load(PolicyConfig(device="cpu", lora_rank=16))
@@ -72,7 +73,8 @@ def main() -> None:
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # (kB on Linux)
     for i in range(len(kinds) * args.rounds):
         kind = order[i % len(order)]
-        decoder.lean, decoder.fold = kind != "plain", kind == "lean"
+        decoder.lean, decoder.fold = kind != "plain", kind != "nofold"
+        decoder.narrow = kind != "nonarrow"
         dropped = policy.decode_stats()["dropped_rows"]
         seconds, ids = call()
         runs[kind].append(seconds)
@@ -80,7 +82,7 @@ def main() -> None:
         left = policy.decode_stats()["dropped_rows"] - dropped
         print(f"{kind}: {seconds:.1f} s, {sum(map(len, ids))} tokens, {left} rows left early",
               flush=True)  # fmt: skip
-    decoder.lean, decoder.fold = True, True
+    decoder.lean, decoder.fold, decoder.narrow = True, True, True
 
     medians = {k: statistics.median(v) for k, v in runs.items()}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,

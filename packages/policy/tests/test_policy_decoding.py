@@ -183,6 +183,55 @@ def test_grouped_decode_attention_equals_sdpa_with_repeated_heads() -> None:
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("shape", [(3, 1, 24), (64, 24), (2, 40, 24), (1, 24), (0, 24)], ids=str)
+def test_a_narrow_product_is_the_linear_layers_own_up_to_rounding(
+    shape: tuple[int, ...], bias: bool
+) -> None:
+    """`narrow_linear` takes a few rows' product the other way round, ``(W x^T)^T``: the
+    values of ``F.linear`` up to float summation order, the same shape, contiguous (a
+    transposed result sent SDPA to its slow path); for one row, or more than ``NARROW_ROWS``,
+    it is ``F.linear`` itself."""
+    from cuda_agent.policy._decode_setup import NARROW_ROWS, narrow_linear
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(24, 40, bias=bias)
+    x = torch.randn(shape)
+    got, want = narrow_linear(layer, x), layer(x)
+    assert got.shape == want.shape and got.is_contiguous()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if not 2 <= x.numel() // 24 <= NARROW_ROWS:
+        assert torch.equal(got, want)
+
+
+def test_narrow_products_are_swapped_in_for_a_call_and_out_after_it_even_on_error(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """While it samples on the CPU, every plain ``nn.Linear`` runs as `narrow_linear`; after
+    the call, and after a call that failed midway, each runs its class's ``forward`` again
+    (no attribute of ours is left on a layer)."""
+    policy = make_policy(kv_cache="static")
+    linears = [m for m in policy.model.modules() if type(m) is torch.nn.Linear]
+    assert linears
+    seen: list[bool] = []
+    hook = linears[0].register_forward_pre_hook(
+        lambda module, args: seen.append("forward" in module.__dict__)
+    )
+    policy.generate(prompts, max_new_tokens=4, temperature=0)
+    assert seen and all(seen), "the call's projections were not the narrow ones"
+    assert not any("forward" in m.__dict__ for m in linears)
+
+    def fail(module: Any, args: Any) -> None:
+        raise RuntimeError("a step failed")
+
+    hook.remove()
+    failing = linears[-1].register_forward_pre_hook(fail)
+    with pytest.raises(RuntimeError, match="a step failed"):
+        policy.generate(prompts, max_new_tokens=4, temperature=0)
+    failing.remove()
+    assert not any("forward" in m.__dict__ for m in linears)
+
+
 def test_sampling_in_bf16_leaves_the_float32_adapter_untouched(
     make_policy: Any, prompts: list[list[int]]
 ) -> None:

@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from transformers import StaticCache
 
-from cuda_agent.policy._decode_setup import AdapterCast, MergedAdapters, grouped_attention
+from cuda_agent.policy import _decode_setup as setup
 from cuda_agent.policy._sampling import sampling_processors
 
 CACHE_BUCKET = 256
@@ -151,7 +151,9 @@ class StaticDecoder:
       adapted weights are 0.4 GB while a call runs);
     - a row that has ended leaves the batch, with its cache rows, at the next check;
     - attention reads the cache slots written so far, not the whole preallocated length
-      (where the model's attention is SDPA, which `grouped_decode_attention` replaces).
+      (where the model's attention is SDPA, which `grouped_decode_attention` replaces);
+    - a step's projections of a few rows run as ``(W x^T)^T`` (`_decode_setup.NarrowProducts`;
+      `narrow`, on by default).
     Measured on 2 CPU cores by `benchmarks/policy/cpu_decoding.py`.
     """
 
@@ -172,12 +174,14 @@ class StaticDecoder:
         params = inspect.signature(hf_model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._compiled = compile
-        self._adapters = AdapterCast(hf_model)
+        self._adapters = setup.AdapterCast(hf_model)
         # Uncompiled (the CPU), three economies no graph would allow (class docstring); True
         # by default there, and a benchmark may turn them off to compare.
         self.lean = not self._grow_only
         self.fold = True  # lean: fold the adapters (costs a copy of the adapted weights)
-        self._merged = MergedAdapters(hf_model)
+        self.narrow = True  # lean: a few rows' projections as (W x^T)^T
+        self._merged = setup.MergedAdapters(hf_model)
+        self._narrow = setup.NarrowProducts(hf_model)
         self._additive_mask = False  # set per call (decode)
         # The graph's constants: top-p and top-k of the last sampled call (a greedy call keeps
         # them, since they do not change a greedy draw and another value would recompile).
@@ -314,8 +318,10 @@ class StaticDecoder:
         The model runs with the changes of `_decode_setup` in place.
         """
         lean = self.lean and not self._compiled
-        folded = self._merged.merged() if lean and self.fold else contextlib.nullcontext()
-        with grouped_attention(self._model) as grouped, self._adapters.swapped(), folded:
+        null = contextlib.nullcontext()
+        fold = self._merged.merged() if lean and self.fold else null
+        few = self._narrow.swapped() if lean and self.narrow else null
+        with setup.grouped_attention(self._model) as grouped, self._adapters.swapped(), fold, few:
             # SDPA (and the grouped attention) take a boolean mask; eager attention adds the
             # mask to the scores, where True and False would count as 1 and 0
             impl = getattr(self._model.config, "_attn_implementation", None)
