@@ -10,7 +10,8 @@ batch of ``--new-tokens``. The adapter's B matrices are drawn (0.02 x normal), a
 training (at initialisation they are zero and the adapter adds nothing).
 
 Uncompiled, ``StaticDecoder.lean`` folds the adapters into copies of the weights for each
-call, lets ended rows leave the batch, and reads only the cache slots written so far;
+call, lets ended rows leave the batch, reads only the cache slots written so far, and takes a
+few rows' projections as ``(W x^T)^T``;
 ``plain`` runs the same decoder with ``lean`` off; ``nofold`` is ``lean`` without the fold
 (``StaticDecoder.fold``); ``nonarrow`` is ``lean`` with a few rows' projections taken as
 ``x W^T`` again (``StaticDecoder.narrow`` off). The kinds alternate (a, b, b, a, ...) so that a drift of the

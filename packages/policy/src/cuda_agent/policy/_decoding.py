@@ -175,7 +175,7 @@ class StaticDecoder:
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._compiled = compile
         self._adapters = setup.AdapterCast(hf_model)
-        # Uncompiled (the CPU), three economies no graph would allow (class docstring); True
+        # Uncompiled (the CPU), four economies no graph would allow (class docstring); True
         # by default there, and a benchmark may turn them off to compare.
         self.lean = not self._grow_only
         self.fold = True  # lean: fold the adapters (costs a copy of the adapted weights)
