@@ -231,6 +231,14 @@ def test_narrow_products_are_swapped_in_for_a_call_and_out_after_it_even_on_erro
     failing.remove()
     assert not any("forward" in m.__dict__ for m in linears)
 
+    # a layer whose forward was replaced before (as accelerate's hooks do) keeps it
+    def own(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, linears[0].weight, linears[0].bias)
+
+    linears[0].forward = own  # type: ignore[method-assign]
+    policy.generate(prompts, max_new_tokens=4, temperature=0)
+    assert linears[0].__dict__["forward"] is own
+
 
 def test_sampling_in_bf16_leaves_the_float32_adapter_untouched(
     make_policy: Any, prompts: list[list[int]]

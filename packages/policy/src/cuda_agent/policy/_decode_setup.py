@@ -230,7 +230,8 @@ class NarrowProducts:
     """Every plain ``torch.nn.Linear`` of a model runs as `narrow_linear` inside `swapped()`
     (module docstring); afterwards each runs its own ``forward`` again. Subclasses (peft's
     adapted layers, quantized layers) are left alone: their base layers, where plain, are
-    swapped."""
+    swapped. So is a layer whose ``forward`` something else replaced already (accelerate's
+    device hooks do): it keeps that one."""
 
     def __init__(self, hf_model: Any) -> None:
         self._layers = [
@@ -241,10 +242,13 @@ class NarrowProducts:
 
     @contextmanager
     def swapped(self) -> Iterator[None]:
+        swapped: list[torch.nn.Linear] = []
         try:
             for layer in self._layers:
-                layer.forward = functools.partial(narrow_linear, layer)  # type: ignore[method-assign]
+                if "forward" not in layer.__dict__:
+                    layer.forward = functools.partial(narrow_linear, layer)  # type: ignore[method-assign]
+                    swapped.append(layer)
             yield
         finally:
-            for layer in self._layers:
+            for layer in swapped:
                 layer.__dict__.pop("forward", None)
