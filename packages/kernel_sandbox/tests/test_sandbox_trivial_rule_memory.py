@@ -40,9 +40,12 @@ def get_init_inputs():
 """
 
 
+# x * 1e-8: every output under the tolerance (1e-2) on every draw, the heavy-tailed one too
+# (t(2): |x| > 1e4 once in 1e8 elements). At 1e-4 a heavy-tailed value over 100 (once in 1e4)
+# made the zeros fail there, depending on which numbers the draw took.
 @pytest.mark.parametrize(
     ("forward", "passing"),
-    [("x * 1e-4", ["zeros", "constant", "hard_coded"]), ("torch.tanh(x)", [])],
+    [("x * 1e-8", ["zeros", "constant", "hard_coded"]), ("torch.tanh(x)", [])],
     ids=["degenerate", "honest"],
 )
 def test_one_draws_outputs_are_alive_at_a_time(monkeypatch, forward, passing):
