@@ -1,6 +1,6 @@
 """A projection of a few rows on the CPU: ``F.linear`` (``x W^T``) against the same product
-taken the other way round, ``(W x^T)^T``, which `_decode_setup.narrow_linear` uses for at most
-``NARROW_ROWS`` rows while the lean static decoder samples.
+taken the other way round, ``(W x^T)^T`` (`_decode_setup.turned_product`), which
+`narrow_linear` uses for 2 to ``NARROW_ROWS`` rows while the lean static decoder samples.
 
     python benchmarks/policy/narrow_products.py OUT.json [--rows 1,2,8,16,32,64,600]
 
@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
 from provenance import provenance
 
-from cuda_agent.policy._decode_setup import NARROW_ROWS
+from cuda_agent.policy._decode_setup import NARROW_ROWS, turned_product
 
 SHAPES = {  # name: (out, in)
     "vocabulary head": (49152, 576),
@@ -33,11 +33,6 @@ SHAPES = {  # name: (out, in)
     "attention q/o": (576, 576),
     "attention k/v": (192, 576),
 }
-
-
-def turned(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``(W x^T)^T``, contiguous: what `narrow_linear` computes for at most NARROW_ROWS rows."""
-    return torch.matmul(weight, x.t()).t().contiguous()
 
 
 def best_of(call: Callable[..., torch.Tensor], args: tuple, repeats: int) -> float:
@@ -67,8 +62,8 @@ def main() -> None:
                 x = torch.randn(rows, inp)
                 plain = best_of(torch.nn.functional.linear, (x, layer.weight), args.repeats)
                 # the form itself, also past NARROW_ROWS (where narrow_linear takes F.linear)
-                narrow = best_of(turned, (layer.weight, x), args.repeats)
-                diff = (turned(layer.weight, x) - layer(x)).abs().max().item()
+                narrow = best_of(turned_product, (layer.weight, x), args.repeats)
+                diff = (turned_product(layer.weight, x) - layer(x)).abs().max().item()
                 results.append({"weight": name, "shape": [out, inp], "rows": rows,
                                 "linear_ms": plain * 1e3, "narrow_ms": narrow * 1e3,
                                 "speedup": plain / narrow, "max_abs_diff": diff})  # fmt: skip

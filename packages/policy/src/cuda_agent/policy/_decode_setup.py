@@ -40,8 +40,7 @@ Uncompiled, a fourth: a projection of a few rows. Every decoding step multiplies
 rows (one token per answer) by each weight. torch computes ``x W^T`` (``F.linear``) as a
 product with the transposed weight; on the 2-core AMD EPYC (AVX2, torch 2.13's MKL) that form
 reads the weight slowly (the vocabulary head's for 8 rows at 2.8 GB/s, for one at 12), and
-the same product taken the other way round,
-``(W x^T)^T``, is faster from 2 to 64 rows: 8 rows through the 49,152 x 576 vocabulary head
+the same product taken the other way round, ``(W x^T)^T``, is faster from 2 to 64 rows: 8 rows through the 49,152 x 576 vocabulary head
 took 39.8 ms against 11.1 ms, through a 1,536 x 576 projection 0.39 against 0.33 ms (the
 same at one row, slower at 600). So while sampling, a plain ``nn.Linear`` given 2 to
 ``NARROW_ROWS`` rows runs as ``(W x^T)^T`` (`NarrowProducts`); other inputs (the prompt's
@@ -212,6 +211,12 @@ class MergedAdapters:
         return names
 
 
+def turned_product(weight: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``rows W^T`` for ``rows`` of shape [n, in], taken as ``(W rows^T)^T`` (module docstring),
+    contiguous: a transposed result sent SDPA to its slow path, and slowed what follows."""
+    return torch.matmul(weight, rows.t()).t().contiguous()
+
+
 def narrow_linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """``layer(x)``, computed as ``(W x^T)^T`` when ``x`` holds 2 to ``NARROW_ROWS`` rows
     (module docstring), else as ``F.linear``."""
@@ -219,8 +224,7 @@ def narrow_linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     rows = x.numel() // features if features else 0
     if rows < 2 or rows > NARROW_ROWS:  # (one row: the two forms cost the same)
         return torch.nn.functional.linear(x, layer.weight, layer.bias)
-    # (contiguous: a transposed result sent SDPA to its slow path, and slowed what follows)
-    out = torch.matmul(layer.weight, x.reshape(rows, features).t()).t().contiguous()
+    out = turned_product(layer.weight, x.reshape(rows, features))
     if layer.bias is not None:
         out = out + layer.bias
     return out.reshape(*x.shape[:-1], layer.weight.shape[0])
@@ -242,13 +246,13 @@ class NarrowProducts:
 
     @contextmanager
     def swapped(self) -> Iterator[None]:
-        swapped: list[torch.nn.Linear] = []
+        replaced: list[torch.nn.Linear] = []
         try:
             for layer in self._layers:
                 if "forward" not in layer.__dict__:
                     layer.forward = functools.partial(narrow_linear, layer)  # type: ignore[method-assign]
-                    swapped.append(layer)
+                    replaced.append(layer)
             yield
         finally:
-            for layer in swapped:
+            for layer in replaced:
                 layer.__dict__.pop("forward", None)
