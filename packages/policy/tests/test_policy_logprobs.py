@@ -187,6 +187,38 @@ def test_gradient_checkpointing_gives_the_same_gradients(
         torch.testing.assert_close(a, b)
 
 
+def test_checkpoint_min_tokens_checkpoints_only_long_forwards_with_the_same_gradients(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """`checkpoint_min_tokens`: a forward over fewer tokens (rows x padded length) keeps its
+    activations (each layer runs once), a longer one is recomputed in the backward (twice);
+    the gradients match a policy without checkpointing, and the layers' flags are restored."""
+    reference = make_policy().train()
+    perturb_lora(reference)
+    policy = make_policy(gradient_checkpointing=True, checkpoint_min_tokens=40).train()
+    perturb_lora(policy)
+    layer = next(m for m in policy._hf_model.modules() if type(m).__name__.endswith("DecoderLayer"))
+    runs: list[int] = []
+    layer.mlp.register_forward_pre_hook(lambda module, args: runs.append(1))  # recompute too
+    batches = {"short": (prompts[1:2], [[5, 6]]), "long": (prompts, RESPONSES)}
+    n_tokens = {name: len(p) * max(len(a) + len(b) for a, b in zip(p, r, strict=True))
+                for name, (p, r) in batches.items()}  # fmt: skip
+    assert n_tokens["short"] < 40 <= n_tokens["long"]  # the premise: one each side
+    for name, (prompt_ids, responses) in batches.items():
+        grads = []
+        for model in (reference, policy):
+            model.model.zero_grad()
+            runs.clear()
+            model.token_logprobs(prompt_ids, responses).logprobs.sum().backward()
+            grads.append([p.grad.clone() for p in model.trainable_parameters()])
+        assert len(runs) == (1 if name == "short" else 2), name
+        for a, b in zip(*grads, strict=True):
+            torch.testing.assert_close(a, b)
+    assert layer.gradient_checkpointing is True
+    with pytest.raises(ValueError, match="checkpoint_min_tokens"):
+        make_policy(checkpoint_min_tokens=-1)
+
+
 def test_empty_responses(make_policy: Any, prompts: list[list[int]]) -> None:
     policy = make_policy()
     out = policy.token_logprobs(prompts[:2], [[], []], with_entropy=True)

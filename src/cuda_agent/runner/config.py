@@ -233,9 +233,10 @@ class TrainConfig:
     lora_rank: int = 16
     lora_alpha: int = 32
     # recompute each decoder layer's activations in the backward instead of keeping them: about
-    # a third more compute for a fraction of the memory (on the CPU a warm-start step of 4
-    # answers held 10 GB without it; benchmarks/results/2026-12-03-cpu-memory/)
+    # a third more compute for a fraction of the memory (benchmarks/results/2026-12-03-cpu-memory/),
+    # for forwards of at least checkpoint_min_tokens tokens (rows x padded length; 0: all)
     gradient_checkpointing: bool = False
+    checkpoint_min_tokens: int = 0
 
     def __post_init__(self) -> None:
         positive = ("tasks_per_step", "group_size", "micro_batch", "warmstart_batch",
@@ -247,7 +248,7 @@ class TrainConfig:
         counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
                   "rl_warmup_steps", "rft_tasks", "rft_steps", "rft_min_kept", "value_steps",
                   "ray_sandbox_workers", "ray_rollout_workers", "eval_micro_batches",
-                  "eval_batch")  # fmt: skip
+                  "eval_batch", "checkpoint_min_tokens")  # fmt: skip
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")

@@ -151,6 +151,7 @@ def _train(
         lora_rank=config.lora_rank,
         lora_alpha=config.lora_alpha,
         gradient_checkpointing=config.gradient_checkpointing,
+        checkpoint_min_tokens=config.checkpoint_min_tokens,
         seed=config.seed,
     )
     policy = Policy.load(policy_config)

@@ -24,6 +24,7 @@ from cuda_agent.policy._scoring import (
     ScoringBatch,
     adapter_autocast,
     at_positions,
+    checkpointing_for,
     head_is_separable,
     logprobs_from_hidden,
     response_hidden_states,
@@ -73,7 +74,7 @@ class LocalModel:
             selected_brh = response_hidden_states(self.hf_model, batch)
             vocab_size = int(head.weight.shape[0])
         else:  # logits post-processed by the model: take them whole (more memory, still exact)
-            with adapter_autocast(self.hf_model):
+            with adapter_autocast(self.hf_model), checkpointing_for(self.hf_model, batch):
                 logits_btv = self.hf_model(
                     input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
                 ).logits

@@ -43,7 +43,11 @@ from cuda_agent.policy._memory import fix_cpu_mmap_threshold, release_device_mem
 from cuda_agent.policy._optim import PolicyOptimizer
 from cuda_agent.policy._persistence import PersistenceMixin
 from cuda_agent.policy._sampling import Sample, build_sample
-from cuda_agent.policy._scoring import TokenLogprobs, right_padded_batch
+from cuda_agent.policy._scoring import (
+    TokenLogprobs,
+    right_padded_batch,
+    set_checkpoint_min_tokens,
+)
 from cuda_agent.policy._sharding import ShardedRoot, shard
 from cuda_agent.policy._strategies import (
     Decoding,
@@ -110,7 +114,8 @@ class Policy(PersistenceMixin):
     ) -> Policy:
         """Wrap an already-built transformers causal LM (or a peft model, used as is).
 
-        Casts to the configured dtype, enables gradient checkpointing if asked, applies LoRA
+        Casts to the configured dtype, enables gradient checkpointing if asked (for forwards of
+        at least `checkpoint_min_tokens` tokens), applies LoRA
         (seeded by config.seed) and moves the model to the configured device.
         """
         device = resolve_device(config.device)
@@ -143,6 +148,7 @@ class Policy(PersistenceMixin):
                     )
             else:
                 model.requires_grad_(True)
+        set_checkpoint_min_tokens(model, config.checkpoint_min_tokens)
         model.to(device)
         return cls(model, tokenizer, config, device)
 

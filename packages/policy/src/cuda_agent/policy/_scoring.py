@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,11 +126,41 @@ def at_positions(states_bth: torch.Tensor, positions_br: torch.Tensor) -> torch.
     return states_bth.gather(1, index_brh)
 
 
+_CHECKPOINT_MIN_TOKENS = "_cuda_agent_checkpoint_min_tokens"
+
+
+def set_checkpoint_min_tokens(hf_model: Any, min_tokens: int) -> None:
+    """Checkpoint (when checkpointing is on) only forwards over >= `min_tokens` tokens (0: all).
+    Kept on the decoder module, which a policy and the value adapters beside it share."""
+    setattr(hf_model.get_decoder(), _CHECKPOINT_MIN_TOKENS, int(min_tokens))
+
+
+@contextlib.contextmanager
+def checkpointing_for(hf_model: Any, batch: ScoringBatch) -> Iterator[None]:
+    """Within: activation checkpointing off for a batch of fewer tokens (rows x padded length)
+    than `set_checkpoint_min_tokens` asked, on as configured otherwise. The choice is made in
+    the forward (the backward replays whatever the forward kept), and the layers' own flags
+    are restored on the way out, errors included."""
+    min_tokens = getattr(hf_model.get_decoder(), _CHECKPOINT_MIN_TOKENS, 0)
+    if min_tokens <= 0 or batch.input_ids.numel() >= min_tokens:
+        yield
+        return
+    layers = [m for m in hf_model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    for layer in layers:
+        layer.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.gradient_checkpointing = True
+
+
 def response_hidden_states(hf_model: Any, batch: ScoringBatch) -> torch.Tensor:
     """[B, R, H] last hidden states of the decoder at `batch`'s response positions (under
     `adapter_autocast`): the state before response token j, which both the policy's head
-    (log-probs) and the critic's head (values) read. One right-padded forward, with grad."""
-    with adapter_autocast(hf_model):
+    (log-probs) and the critic's head (values) read. One right-padded forward, with grad,
+    checkpointed or not by `checkpointing_for`."""
+    with adapter_autocast(hf_model), checkpointing_for(hf_model, batch):
         states_bth = hf_model.get_decoder()(
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
         ).last_hidden_state
