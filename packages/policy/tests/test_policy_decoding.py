@@ -164,6 +164,33 @@ def test_the_cache_is_reused_and_reset_between_calls(
     assert policy._decoder._cache is not cache
 
 
+def test_training_mode_frees_an_uncompiled_decoders_cache(
+    make_policy: Any, prompts: list[list[int]]
+) -> None:
+    """`Policy.train()` frees the CPU decoder's KV cache (nothing holds its tensors after),
+    and the next sampling call allocates one and decodes as before; a grow-only decoder (as
+    compiled on CUDA, where graphs hold the cache) keeps it."""
+    import gc
+    import weakref
+
+    from cuda_agent.policy._decoding import StaticDecoder
+
+    policy = make_policy(kv_cache="static")
+    first = policy.generate(prompts, max_new_tokens=12, temperature=0)
+    keys = weakref.ref(policy._decoder._cache.layers[0].keys)
+    policy.train()
+    gc.collect()
+    assert keys() is None
+    again = policy.eval().generate(prompts, max_new_tokens=12, temperature=0)
+    assert [s.response_ids for s in _flat(again)] == [s.response_ids for s in _flat(first)]
+    kept = make_policy(kv_cache="static")
+    kept._decoder = StaticDecoder(kept._hf_model, compile=False, grow_only=True)
+    kept.generate(prompts, max_new_tokens=12, temperature=0)
+    cache = kept._decoder._cache
+    kept.train()
+    assert cache is not None and kept._decoder._cache is cache
+
+
 def test_grouped_decode_attention_equals_sdpa_with_repeated_heads() -> None:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

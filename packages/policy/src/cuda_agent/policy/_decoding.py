@@ -55,11 +55,8 @@ from transformers import StaticCache
 from cuda_agent.policy import _decode_setup as setup
 from cuda_agent.policy._sampling import sampling_processors
 
-CACHE_BUCKET = 256
-"""Cache lengths are rounded up to a multiple of this."""
-
-BATCH_BUCKET = 8
-"""When compiled, the fewest rows a batch runs as (module docstring: one shape per run)."""
+CACHE_BUCKET = 256  # cache lengths are rounded up to a multiple of this
+BATCH_BUCKET = 8  # when compiled, the fewest rows a batch runs as (module docstring)
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -194,6 +191,11 @@ class StaticDecoder:
         if compile:
             step = torch.compile(step, mode="reduce-overhead", fullgraph=False)
         self._compiled_step: Callable[..., tuple[torch.Tensor, torch.Tensor]] = step
+
+    def release(self) -> None:
+        """Free the cache unless a graph keeps it (`grow_only`); the next call allocates one."""
+        if not self._grow_only:
+            self._cache = self._cache_shape = None
 
     def _step(
         self,

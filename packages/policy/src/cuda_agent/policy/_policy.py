@@ -167,7 +167,12 @@ class Policy(PersistenceMixin):
 
     # ------------------------------------------------------------------ modes and parameters
     def train(self) -> Policy:
+        """Training mode. Sampling's KV cache is not needed while training: an uncompiled
+        decoder's (the CPU's) is freed, about 0.7 GB in the CPU default's steps; the next
+        sampling call allocates its own. A compiled decoder keeps it (its graphs hold it)."""
         self.model.train()
+        if self._local.decoder is not None:
+            self._local.decoder.release()
         return self
 
     def eval(self) -> Policy:
