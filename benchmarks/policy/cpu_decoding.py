@@ -15,9 +15,9 @@ few rows' projections as ``(W x^T)^T``;
 ``plain`` runs the same decoder with ``lean`` off; ``nofold`` is ``lean`` without the fold
 (``StaticDecoder.fold``); ``nonarrow`` is ``lean`` with a few rows' projections taken as
 ``x W^T`` again (``StaticDecoder.narrow`` off). The kinds alternate (a, b, b, a, ...) so that
-a drift of the machine hits each alike. Reported: seconds of each call, the new tokens, the rows that left
-early, whether all kinds made the same tokens, and the process's peak resident set before
-the timed calls and after them (one kind per run, to read a kind's memory).
+a drift of the machine hits each alike. Reported: seconds of each call, the new tokens, the
+rows that left early, whether all kinds made the same tokens, and the process's peak resident
+set before the timed calls and after them (one kind per run, to read a kind's memory).
 """
 
 from __future__ import annotations

@@ -40,12 +40,13 @@ Uncompiled, a fourth: a projection of a few rows. Every decoding step multiplies
 rows (one token per answer) by each weight. torch computes ``x W^T`` (``F.linear``) as a
 product with the transposed weight; on the 2-core AMD EPYC (AVX2, torch 2.13's MKL) that form
 reads the weight slowly (the vocabulary head's for 8 rows at 2.8 GB/s, for one at 12), and
-the same product taken the other way round, ``(W x^T)^T``, is faster from 2 to 64 rows: 8 rows through the 49,152 x 576 vocabulary head
-took 39.8 ms against 11.1 ms, through a 1,536 x 576 projection 0.39 against 0.33 ms (the
-same at one row, slower at 600). So while sampling, a plain ``nn.Linear`` given 2 to
-``NARROW_ROWS`` rows runs as ``(W x^T)^T`` (`NarrowProducts`); other inputs (the prompt's
-forward, a last row) run as before. Same products, other summation order: the logits differ
-by float rounding, as with the folded adapters. The held-out batch of the CPU default run
+the same product taken the other way round, ``(W x^T)^T``, is faster from 2 to 64 rows: 8
+rows through the 49,152 x 576 vocabulary head took 39.8 ms against 11.1 ms, through a
+1,536 x 576 projection 0.39 against 0.33 ms (the same at one row, slower at 600). So while
+sampling, a plain ``nn.Linear`` given 2 to ``NARROW_ROWS`` rows runs as ``(W x^T)^T``
+(`NarrowProducts`); other inputs (the prompt's forward, a last row) run as before. Same
+products, other summation order: the logits differ by float rounding, as with the folded
+adapters. The held-out batch of the CPU default run
 sampled 1.18 times faster (1.11 in a first run), with the same tokens
 (``benchmarks/results/2026-12-07-cpu-narrow/``).
 """
