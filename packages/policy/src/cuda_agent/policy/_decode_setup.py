@@ -46,9 +46,8 @@ rows through the 49,152 x 576 vocabulary head took 39.8 ms against 11.1 ms, thro
 sampling, a plain ``nn.Linear`` given 2 to ``NARROW_ROWS`` rows runs as ``(W x^T)^T``
 (`NarrowProducts`); other inputs (the prompt's forward, a last row) run as before. Same
 products, other summation order: the logits differ by float rounding, as with the folded
-adapters. The held-out batch of the CPU default run
-sampled 1.18 times faster (1.11 in a first run), with the same tokens
-(``benchmarks/results/2026-12-07-cpu-narrow/``).
+adapters. The held-out batch of the CPU default run sampled 1.18 times faster (1.11 in a
+first run), with the same tokens (``benchmarks/results/2026-12-07-cpu-narrow/``).
 """
 
 from __future__ import annotations
