@@ -111,6 +111,25 @@ def test_the_token_budget_ends_an_episode_and_a_cut_answer_is_said_to_be_cut(san
     assert turn.finish_reason == "length" and "cut at 50 tokens" in turn.feedback
 
 
+def test_an_answer_the_policy_ended_for_looping_is_said_to_be_so_and_kept_from_rft(sandbox):
+    from cuda_agent.agent.feedback import LOOP_NOTE
+    from cuda_agent.agent.filters import drop_reason
+    from cuda_agent.policy import Policy, PolicyConfig
+
+    tokenizer = testing.tiny_tokenizer()  # seed 0's greedy answers to RELU fall into loops
+    model = testing.tiny_llama(tokenizer, seed=0, max_position_embeddings=8192)
+    config = PolicyConfig(device="cpu", lora_rank=4, repetition_stop=16)
+    policy = Policy.from_model(model, tokenizer, config).eval()
+    sampling = SamplingParams(n=1, max_new_tokens=200, temperature=0)
+    agent = AgentConfig(max_turns=2, stop_on_repeat=False, max_malformed=5)
+    [episode] = run_episodes(policy, sandbox, [RELU], sampling, agent).episodes
+    first, second = episode.turns
+    assert first.finish_reason == "repetition" and len(first.response_ids) < 200
+    assert first.feedback.startswith(f"{LOOP_NOTE} FAIL")
+    assert LOOP_NOTE in tokenizer.decode(list(second.context_ids))  # the next turn reads it
+    assert drop_reason(episode) == "looping"
+
+
 def test_a_policy_failure_ends_the_episodes_it_hit_and_the_batch_returns(sandbox):
     policy = TurnScript([CHEAT, HONEST], fail_at_call=1)  # the second turn's sampling fails
     batch = run_episodes(policy, sandbox, [RELU], SAMPLING, AgentConfig(max_turns=3))

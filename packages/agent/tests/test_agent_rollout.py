@@ -103,3 +103,10 @@ def test_feedback_says_when_the_budget_cut_the_answer(sandbox):
     assert t.feedback.startswith("PASS") and t.feedback.endswith(
         "(the answer was cut at 320 tokens, the answer budget)"
     )
+    # An answer the policy ended for looping (its repetition_stop) is said to be so.
+    looped = ReplayPolicy(["the the the the the the the the"], finish_reason="repetition")
+    [t] = rollout_single_turn(looped, sandbox, [relu], SamplingParams(n=1))
+    assert t.reward == -1.0 and t.feedback == (
+        "Your answer was stopped: it fell into a loop, repeating the same text. FAIL: no "
+        "```python block defining class ModelNew was found in the answer."
+    )

@@ -119,6 +119,8 @@ def _parser() -> argparse.ArgumentParser:
             "share the GPU with it, as before 2026-12-05: faster, noisier speedups)",
             "max_new_tokens": "answer budget in tokens; 0 = auto: fits the longest warm-start "
             "answer (an explicit budget too small for it is refused)",
+            "repetition_stop": "a window W in tokens (0: off, else >= 8): an answer ends, "
+            "finish 'repetition', once its latest W tokens repeat with a period of at most W/4",
         }.get(field.name, "")
         # default None: a flag given on the command line is told apart from a preset's value
         train.add_argument(
@@ -197,6 +199,8 @@ def _eval_parser(sub: Any) -> None:
         "'full': the module's sizes",
         "micro_batches": "a batch's episodes in this many turns of sampling, each judged while "
         "the next samples (0: 2 on the CUDA backend, 1 elsewhere, as train's evaluations)",
+        "repetition_stop": "end an answer, finish 'repetition', once its latest W tokens "
+        "repeat with a period of at most W/4 (0: off, also for an adapter trained with it)",
     }
     for field in dataclasses.fields(EvalOptions):
         flag = "--" + field.name.replace("_", "-")

@@ -165,6 +165,7 @@ class TrainConfig:
     # answer budget in tokens; 0 = auto: fits the longest warm-start answer (budget.py)
     max_new_tokens: int = LossConfig.max_tokens
     temperature: float = 1.0
+    repetition_stop: int = 0  # end answers in an exact loop: PolicyConfig.repetition_stop's window
     micro_batch: int = UpdateConfig.micro_batch
     eps_low: float = LossConfig.eps_low
     eps_high: float = LossConfig.eps_high
@@ -248,7 +249,8 @@ class TrainConfig:
         counts = ("steps", "warmstart_steps", "eval_limit", "lora_rank", "max_new_tokens",
                   "rl_warmup_steps", "rft_tasks", "rft_steps", "rft_min_kept", "value_steps",
                   "ray_sandbox_workers", "ray_rollout_workers", "eval_micro_batches",
-                  "eval_batch", "checkpoint_min_tokens")  # fmt: skip
+                  "eval_batch", "checkpoint_min_tokens", "kl_coef",
+                  "repetition_stop")  # fmt: skip
         for name in counts:
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
@@ -265,12 +267,12 @@ class TrainConfig:
             raise ValueError("--warmstart-lr-floor must be in [0, 1] (a fraction of the peak)")
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
+        if 0 < self.repetition_stop < 8:
+            raise ValueError("--repetition-stop must be 0 (off) or >= 8 (tokens)")
         if self.train_budget_s < 0:
             raise ValueError("--train-budget-s must be >= 0 (0: no limit)")
         if not self.correctness_deadline_s > 0:
             raise ValueError("--correctness-deadline-s must be > 0")
-        if self.kl_coef < 0:
-            raise ValueError("--kl-coef must be >= 0")
         if self.kl_coef and not self.lora_rank:
             raise ValueError(
                 "--kl-coef needs a LoRA policy (--lora-rank > 0): the KL reference is the base "

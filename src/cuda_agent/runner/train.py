@@ -152,6 +152,7 @@ def _train(
         lora_alpha=config.lora_alpha,
         gradient_checkpointing=config.gradient_checkpointing,
         checkpoint_min_tokens=config.checkpoint_min_tokens,
+        repetition_stop=config.repetition_stop,
         seed=config.seed,
     )
     policy = Policy.load(policy_config)

@@ -35,6 +35,9 @@ class EvalOptions:
     set_samples: str = ""
     temperature: float = 0.0
     max_new_tokens: int = 512
+    # end an answer in an exact loop (PolicyConfig.repetition_stop's window; 0: off, also for an
+    # adapter trained with it)
+    repetition_stop: int = 0
     out: str = ""  # "" = runs/eval-<timestamp>
     backend: Backend = "auto"
     time_compile: bool = False  # False = the sandbox's default (timed on CUDA only)
@@ -47,6 +50,8 @@ class EvalOptions:
     def __post_init__(self) -> None:
         if self.micro_batches < 0:
             raise ValueError(f"--micro-batches must be 0 (auto) or more, not {self.micro_batches}")
+        if 0 < self.repetition_stop < 8:
+            raise ValueError("--repetition-stop must be 0 (off) or >= 8 (tokens)")
         if self.backend not in get_args(Backend):
             raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
         if self.sizes not in ("full", "small"):
@@ -105,6 +110,7 @@ def load_policy(options: EvalOptions) -> tuple[Any, str]:
     if options.model:
         settings["model"] = options.model
     settings["device"] = options.device
+    settings["repetition_stop"] = options.repetition_stop
     policy = Policy.load(PolicyConfig(**settings))
     if where is not None:
         policy.load_adapter(where)

@@ -210,6 +210,7 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, Any]:
         "fast_1": faster_than(rows, "eager", 1.0),
         "frac_parsed": sum(t.candidate is not None for t in turns) / max(1, len(turns)),
         "frac_truncated": sum(t.finish_reason == "length" for t in turns) / max(1, len(turns)),
+        "frac_looped": sum(t.finish_reason == "repetition" for t in turns) / max(1, len(turns)),
         "mean_speedup_vs_eager": statistics.fmean(speedups) if speedups else None,
         "mean_response_tokens": statistics.fmean(len(t.response_ids) for t in turns)
         if turns

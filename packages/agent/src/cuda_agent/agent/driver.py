@@ -34,6 +34,7 @@ from cuda_agent.reward import MilestoneValues, milestone_reward
 
 from .chat import ChatRenderer
 from .episode import Episode, History, Turn
+from .feedback import LOOP_NOTE
 from .protocols import Action, Protocol, answer_text, protocol
 
 RewardFn = Callable[[EvalResult], float]
@@ -364,6 +365,8 @@ def _advance(
     else:  # a tool with an immediate output earns nothing either way
         reward = malformed_reward if action.kind == "malformed" else 0.0
     reply = proto.reply(action, result, truncated, config.goal, e.state)
+    if reply and sample.finish_reason == "repetition":  # the policy ended it for looping
+        reply[-1] = {**reply[-1], "content": f"{LOOP_NOTE} {reply[-1]['content']}"}
     response_ids = [int(i) for i in getattr(sample, "response_ids", []) or []]
     previous = e.turns[-1].candidate if e.turns else None
     e.turns.append(

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from cuda_agent.kernel_sandbox import EvalResult
 
+LOOP_NOTE = "Your answer was stopped: it fell into a loop, repeating the same text."
+"""Said before the verdict of an answer the policy ended for repeating itself
+(``finish_reason == "repetition"``: the policy's ``repetition_stop``)."""
 
-def feedback(result: EvalResult | None, truncated_at: int | None = None) -> str:
+
+def feedback(
+    result: EvalResult | None, truncated_at: int | None = None, looped: bool = False
+) -> str:
     """``PASS``/``FAIL`` plus the reason, and one line of timings when measured.
 
     ``truncated_at``: the answer budget in tokens when the answer was cut by it
     (``finish_reason == "length"``); the text then says so, since a cut answer and a wrong one
-    need different fixes (write less, not differently).
+    need different fixes (write less, not differently). ``looped``: the answer was ended for
+    repeating itself (``finish_reason == "repetition"``); `LOOP_NOTE` comes first.
     """
+    if looped:
+        return f"{LOOP_NOTE} {feedback(result, truncated_at)}"
     if result is None:
         if truncated_at is not None:
             return (

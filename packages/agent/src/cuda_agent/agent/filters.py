@@ -45,7 +45,8 @@ def drop_reason(episode: Episode, min_reward: float = 0.0) -> str | None:
         for t in turns
     ]
     repeated_failure = any(a is not None and a == b for a, b in itertools.pairwise(failures))
-    if episode.stop_reason == "repeated" or repeated_failure:
+    looped = any(t.finish_reason == "repetition" for t in turns)  # the policy ended it
+    if episode.stop_reason == "repeated" or repeated_failure or looped:
         return "looping"
     if any(t.action == "malformed" for t in turns):
         return "malformed"

@@ -124,6 +124,7 @@ def rollout_single_turn(
                     truncated_at=sampling.max_new_tokens
                     if turn.finish_reason == "length"
                     else None,
+                    looped=turn.finish_reason == "repetition",
                 ),
                 loss_mask=[True] * len(turn.response_ids),
             )

@@ -12,7 +12,7 @@ ids, [rows, T_new] sampler log-probs).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +21,7 @@ import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
 from cuda_agent.policy._decoding import StaticDecoder, Warp
+from cuda_agent.policy._repetition import StopOnRepetition, rows_looping
 from cuda_agent.policy._sampling import SamplerLogprobRecorder, StopOnStrings, sampling_processors
 
 
@@ -33,6 +34,7 @@ class DecodeRequest:
     max_new_tokens: int
     warp: Warp
     stop: Sequence[str]
+    repetition_window: int = 0
 
 
 def left_padded(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,7 +71,7 @@ def decode_static(
     pad_id: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Our own decoding loop (`_decoding.py`), compiled into CUDA graphs on CUDA."""
-    stops = StopOnStrings(tokenizer, request.stop, 0) if request.stop else None
+    stop_found, lookback = _stop_check(tokenizer, request)
     decoded = loop.decode(
         request.input_ids,
         request.attention_mask,
@@ -77,10 +79,29 @@ def decode_static(
         warp=request.warp,
         eos_ids=sorted(eos_ids),
         pad_id=pad_id,
-        stop_found=stops.rows_with_stop if stops else None,
-        stop_lookback=stops.window if stops else 0,
+        stop_found=stop_found,
+        stop_lookback=lookback,
     )
     return decoded.tokens, decoded.logprobs
+
+
+def _stop_check(
+    tokenizer: Any, request: DecodeRequest
+) -> tuple[Callable[[torch.Tensor], list[bool]] | None, int]:
+    """The static loop's periodic check (which rows hit a stop string or fell into a loop) and
+    the tokens it looks back over; (None, 0) when the request has neither."""
+    stops = StopOnStrings(tokenizer, request.stop, 0) if request.stop else None
+    window = request.repetition_window
+    if stops is None and not window:
+        return None, 0
+
+    def found(tokens_bt: torch.Tensor) -> list[bool]:
+        hits = stops.rows_with_stop(tokens_bt) if stops else [False] * len(tokens_bt)
+        if window:
+            hits = [a or b for a, b in zip(hits, rows_looping(tokens_bt, window), strict=True)]
+        return hits
+
+    return found, max(stops.window if stops else 0, window)
 
 
 def decode_with_generate(
@@ -98,6 +119,8 @@ def decode_with_generate(
     recorder = SamplerLogprobRecorder()
     processors = LogitsProcessorList([*sampling_processors(temperature, top_p, top_k), recorder])
     criteria = StoppingCriteriaList([StopOnStrings(tokenizer, stop, prompt_length)] if stop else [])
+    if request.repetition_window:
+        criteria.append(StopOnRepetition(request.repetition_window, prompt_length))
     # Warpers run as our own processors (before the recorder), so generate's are all off
     # (its global default top_k is 50). Greedy ignores them, so they are only set to sample.
     neutral_warpers = {"temperature": 1.0, "top_k": 0, "top_p": 1.0} if temperature > 0 else {}

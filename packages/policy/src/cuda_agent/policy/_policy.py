@@ -289,13 +289,16 @@ class Policy(PersistenceMixin):
                     max_new_tokens,
                     Warp(temperature=temperature, top_p=top_p, top_k=top_k),
                     stop,
+                    self.config.repetition_stop,
                 )
                 new_tokens, logprobs = self._decoding.decode(self._local, request)
         finally:
             self.model.train(was_training)
 
         samples = [
-            build_sample(self.tokenizer, row, ids, lps, self._eos_ids, stop)
+            build_sample(
+                self.tokenizer, row, ids, lps, self._eos_ids, stop, self.config.repetition_stop
+            )
             for row, ids, lps in zip(rows, new_tokens.tolist(), logprobs.tolist(), strict=True)
         ]
         return [samples[i * n : (i + 1) * n] for i in range(len(prompt_ids))]

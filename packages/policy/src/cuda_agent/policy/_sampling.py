@@ -15,6 +15,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from cuda_agent.policy._repetition import loop_end
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -24,7 +26,8 @@ class Sample:
         When a stop string ended the response, they end with the token that completed it.
     text: the response decoded without special tokens; with a stop string it ends right after
         the stop string (the last token may have carried a few characters more).
-    finish_reason: "stop" (eos or stop string) or "length" (max_new_tokens reached).
+    finish_reason: "stop" (eos or stop string), "length" (max_new_tokens reached) or
+        "repetition" (the answer fell into an exact loop: `PolicyConfig.repetition_stop`).
     sampler_logprobs: log-prob of each response token under the distribution it was drawn from,
         after temperature, top-k and top-p; for greedy decoding (temperature 0) the model's
         unmodified (temperature 1) log-probs.
@@ -156,19 +159,26 @@ def build_sample(
     generated_logprobs: list[float],
     eos_ids: frozenset[int],
     stops: Sequence[str],
+    repetition_window: int = 0,
 ) -> Sample:
-    """Cut one row of generate's output at its first eos (kept) or stop string."""
+    """Cut one row of generate's output at its first eos (kept), stop string or loop
+    (`_repetition.loop_end` with this window; 0: none), whichever ends it first."""
     length, finish_reason = len(generated_ids), "length"
     for i, token in enumerate(generated_ids):
         if token in eos_ids:
             length, finish_reason = i + 1, "stop"
             break
     response_ids = generated_ids[:length]
+    looped = loop_end(response_ids, repetition_window)
+    if looped is not None:
+        response_ids = response_ids[:looped]
     cut = truncate_at_stop(tokenizer, response_ids, stops)
     if cut is not None:
         length, text = cut
         response_ids, finish_reason = response_ids[:length], "stop"
     else:
+        length = len(response_ids)
+        finish_reason = "repetition" if looped is not None else finish_reason
         text = tokenizer.decode(response_ids, skip_special_tokens=True)
     return Sample(
         prompt_ids=list(prompt_ids),
