@@ -12,7 +12,8 @@ The cut is made by this rule alone (`loop_end`), like a stop string's: the decod
 for it every few steps (`rows_looping`) only to stop early, so where they look does not change
 the answer. The answer keeps its first ``L`` tokens and its `finish_reason` is
 ``"repetition"``; a correct program holds no such run in practice (four copies of one stretch,
-``W`` tokens in all: no shipped solution does, `test_policy_repetition.py`).
+``W`` tokens in all: none of cuda-agent's shipped solutions does, `tests/test_repetition_stop.py`
+at the repository's root).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 from transformers import StoppingCriteria
 
 MIN_WINDOW = 8
-"""The shortest window accepted: four copies of a period of at least 2 tokens."""
+"""The shortest window accepted: four copies of a period of 1 or 2 tokens."""
 
 
 def check_window(window: int) -> int:
