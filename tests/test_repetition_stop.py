@@ -64,3 +64,20 @@ def test_the_cpu_default_window_cuts_the_loops_of_the_embedded_model(tokenizer) 
         ids = tokenizer(head + unit * 40, add_special_tokens=False)["input_ids"][:576]
         end = loop_end(ids, window)
         assert end is not None and end < 576 // 2, (unit, end)
+
+
+def test_a_window_below_eight_is_refused_by_the_flags_name() -> None:
+    from cuda_agent.runner.config import TrainConfig
+    from cuda_agent.runner.eval.command import EvalOptions
+
+    for make in (TrainConfig, EvalOptions):
+        with pytest.raises(ValueError, match=r"--repetition-stop must be 0 \(off\) or >= 8"):
+            make(repetition_stop=5)
+        assert make(repetition_stop=0).repetition_stop == 0
+        assert make(repetition_stop=8).repetition_stop == 8
+    with pytest.raises(ValueError, match="--repetition-stop must be >= 0"):
+        TrainConfig(repetition_stop=-1)
+    with pytest.raises(ValueError, match="--repetition-stop must be 0"):
+        EvalOptions(repetition_stop=-1)
+    with pytest.raises(ValueError, match="--kl-coef must be >= 0"):  # (checked beside it)
+        TrainConfig(kl_coef=-0.1)

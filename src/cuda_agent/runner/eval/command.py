@@ -50,7 +50,7 @@ class EvalOptions:
     def __post_init__(self) -> None:
         if self.micro_batches < 0:
             raise ValueError(f"--micro-batches must be 0 (auto) or more, not {self.micro_batches}")
-        if 0 < self.repetition_stop < 8:
+        if self.repetition_stop < 8 and self.repetition_stop != 0:
             raise ValueError("--repetition-stop must be 0 (off) or >= 8 (tokens)")
         if self.backend not in get_args(Backend):
             raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
