@@ -61,6 +61,30 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+def test_each_call_leaves_the_earlier_calls_logs_beside_its_own(tmp_path, monkeypatch):
+    """A run over two calls: the second call's OUT_DIR holds the first call's trainer log, GPU
+    readings and job log beside its own, so the last call's figures are the whole run's."""
+    m = _load()
+    run = _run_dir(tmp_path)
+    (run / "config.json").write_text("{}")
+
+    def trainer(command, log, budget, gpu_log, job_log):  # the call's files, then the deadline
+        for path in (log, gpu_log, job_log):
+            path.write_text(f"{path.name} of {log.parent.name}")
+        return m.EX_TEMPFAIL
+
+    monkeypatch.setattr(m, "_run", trainer)
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert m.main(["resume", str(first), "--run", str(run)]) == m.EX_TEMPFAIL
+    assert m.main(["resume", str(second), "--run", str(run)]) == m.EX_TEMPFAIL
+    logs = [f"{k}_call{n}.{e}" for n in (1, 2) for k, e in
+            (("train", "log"), ("gpu_util", "csv"), ("jobs", "jsonl"))]  # fmt: skip
+    assert sorted(set(logs) & {p.name for p in second.iterdir()}) == sorted(logs)
+    assert (second / "jobs_call1.jsonl").read_text() == "jobs_call1.jsonl of first"
+    assert (second / "jobs_call2.jsonl").read_text() == "jobs_call2.jsonl of second"
+    assert not any("call2" in p.name for p in first.iterdir())
+
+
 def test_a_pack_lays_the_run_out_again_without_its_events(tmp_path):
     m = _load()
     run = _run_dir(tmp_path)

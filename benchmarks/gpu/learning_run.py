@@ -17,7 +17,9 @@ seconds), ``metrics.jsonl``, ``state.json``, ``config.json``, ``eval_<name>.json
 call's log ``train_call<N>.log``, its sandbox's job log ``jobs_call<N>.jsonl`` (each job's
 arrival, lane and verdict as they happened: ``kernel-sandbox jobs FILE`` says which jobs still
 waited or ran when a call was killed) and, on a GPU, ``gpu_util_call<N>.csv`` (its utilisation
-every 100 ms, ``gpu_util.py``, for ``rl_step_figures.py``). The call that finishes the run also copies ``summary.json``
+every 100 ms, ``gpu_util.py``, for ``rl_step_figures.py``), and the earlier calls' such files
+(kept in ``RUN_DIR/calls``): the last call's OUT_DIR holds every call's. The call that
+finishes the run also copies ``summary.json``
 and writes ``train_learning.json`` and ``learning.json`` (``benchmarks/train_report.py``, its
 wall time the trainer's over every call, start-up included). Exit status: 0 the run is
 finished; 75 call again with ``resume``; 1 an error (the log's tail is printed).
@@ -122,11 +124,16 @@ def whole_run(run: Path, calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def copy_figures(run: Path, out: Path) -> None:
+    """The run's figures into ``out``, with every call's logs kept in ``RUN/calls`` (a later
+    call's OUT_DIR holds the earlier calls' logs too: one call's files are the whole run's)."""
     for name in ("metrics.jsonl", "state.json", "config.json", "summary.json"):
         if (run / name).exists():
             shutil.copy(run / name, out / name)
     for path in sorted((run / "eval").glob("*/eval.json")):
         shutil.copy(path, out / f"eval_{path.parent.name}.json")
+    for path in sorted((run / "calls").glob("*_call*")):
+        if not (out / path.name).exists():
+            shutil.copy(path, out / path.name)
 
 
 PART_BYTES = 15 * 2**20  # under the device's 16 MiB a returned file
@@ -316,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     job_log = logs / f"jobs_call{len(calls) + 1}.jsonl"
     budget = args.seconds - KILL_BEFORE_END_S - (started - began)
     code = _run(command, log, budget, gpu_log, job_log)
+    if not args.pack:  # written into OUT_DIR as they ran (a killed call still returns them)
+        (run / "calls").mkdir(exist_ok=True)
+        for path in (log, gpu_log, job_log):
+            if path.exists():
+                shutil.copy(path, run / "calls" / path.name)
     said = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("cuda-agent:")]
     calls.append(
         {
