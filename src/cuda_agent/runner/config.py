@@ -267,8 +267,7 @@ class TrainConfig:
             raise ValueError("--warmstart-lr-floor must be in [0, 1] (a fraction of the peak)")
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ValueError("--eps-low must be in [0, 1) and --eps-high >= 0")
-        if 0 < self.repetition_stop < 8:
-            raise ValueError("--repetition-stop must be 0 (off) or >= 8 (tokens)")
+        check_repetition_stop(self.repetition_stop)
         if self.train_budget_s < 0:
             raise ValueError("--train-budget-s must be >= 0 (0: no limit)")
         if not self.correctness_deadline_s > 0:
@@ -339,6 +338,13 @@ def _choices() -> dict[str, tuple[str, ...]]:
         for f in fields(TrainConfig)
         if get_origin(hints[f.name]) is Literal
     }
+
+
+def check_repetition_stop(window: int) -> None:
+    """``--repetition-stop``'s rule, for train and eval before any model loads (the policy's
+    ``PolicyConfig.repetition_stop`` holds it too): 0 (off) or a window of at least 8 tokens."""
+    if window != 0 and window < 8:
+        raise ValueError("--repetition-stop must be 0 (off) or >= 8 (tokens)")
 
 
 def presets() -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any, get_args
 from cuda_agent.kernel_sandbox import Task, TaskError
 
 from ..checkpoint import job_log_path, trained_weights
-from ..config import Backend, parse_set_samples
+from ..config import Backend, check_repetition_stop, parse_set_samples
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,7 @@ class EvalOptions:
     def __post_init__(self) -> None:
         if self.micro_batches < 0:
             raise ValueError(f"--micro-batches must be 0 (auto) or more, not {self.micro_batches}")
-        if self.repetition_stop < 8 and self.repetition_stop != 0:
-            raise ValueError("--repetition-stop must be 0 (off) or >= 8 (tokens)")
+        check_repetition_stop(self.repetition_stop)
         if self.backend not in get_args(Backend):
             raise ValueError(f"--backend must be cpu, cuda or auto, not {self.backend!r}")
         if self.sizes not in ("full", "small"):

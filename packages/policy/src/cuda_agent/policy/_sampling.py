@@ -168,17 +168,15 @@ def build_sample(
         if token in eos_ids:
             length, finish_reason = i + 1, "stop"
             break
-    response_ids = generated_ids[:length]
-    looped = loop_end(response_ids, repetition_window)
+    looped = loop_end(generated_ids[:length], repetition_window)
     if looped is not None:
-        response_ids = response_ids[:looped]
+        length, finish_reason = looped, "repetition"
+    response_ids = generated_ids[:length]
     cut = truncate_at_stop(tokenizer, response_ids, stops)
     if cut is not None:
         length, text = cut
         response_ids, finish_reason = response_ids[:length], "stop"
     else:
-        length = len(response_ids)
-        finish_reason = "repetition" if looped is not None else finish_reason
         text = tokenizer.decode(response_ids, skip_special_tokens=True)
     return Sample(
         prompt_ids=list(prompt_ids),
