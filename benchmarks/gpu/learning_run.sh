@@ -8,12 +8,12 @@
 # Needs in /tmp, from the model stash scripts (benchmarks/gpu/README.md): the real model,
 # /tmp/smol.gguf (join_model.sh), and the gguf package in /tmp/site (put on PYTHONPATH here).
 # Here first: bash benchmarks/gpu/split_model.sh. Then the calls, each right after the last:
-#   calls 1 and 2, carry [".model-a"], then [".model-b"]:  bash benchmarks/gpu/join_model.sh --stash
-#   call 3, carry [".model-c", ".whl"]:
+#   calls 1 to N-1, carry [".model-a"], then [".model-b"], ...:  bash benchmarks/gpu/join_model.sh --stash
+#   call N (the last part, five on 2026-12-07), carry [".model-e", ".whl"]:
 #       python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 #       bash benchmarks/gpu/join_model.sh /tmp/smol.gguf
 #       CUDA_AGENT_COMMIT=<commit> bash benchmarks/gpu/learning_run.sh start $OUT --seconds 540
-#   calls 3..N (no carry), until it exits 0:
+#   later calls (no carry), until it exits 0:
 #       CUDA_AGENT_COMMIT=<commit> bash benchmarks/gpu/learning_run.sh resume $OUT
 #
 #   learning_run.sh start|resume OUT_DIR [--seconds S] [--margin M] [--run RUN_DIR]

@@ -2,7 +2,10 @@
 # Here (the CPU machine): prepare the embedded model for the H200, which reaches no registry and
 # takes at most 64 MiB per call (the tracked tree and its .git count too). Writes, in ignored
 # folders of the repository root, SmolLM2-135M-Instruct.Q4_1.gguf (98,362,432 bytes) in
-# MODEL_PARTS parts (default 3, about 33 MB each):
+# MODEL_PARTS parts (default: as few as fit a call beside what travels anyway, the tracked tree,
+# the untracked files git does not ignore and .git, with MODEL_SPARE_MIB, default 6, left
+# over for what a call carries beside a part: an adapter's part, say; 5 parts today;
+# MODEL_FILE splits another file):
 #   .model-a/part-aa, .model-b/part-ab, ...   the parts, one folder each
 #   the last folder also: model.sha256 (the whole file's checksum), model.parts (how many)
 #   .whl/gguf-*.whl                           the gguf package (transformers reads GGUF through it)
@@ -12,11 +15,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PYTHON:-.venv/bin/python}"
-PARTS="${MODEL_PARTS:-3}"
-GGUF=$("$PY" -c "from cuda_agent.policy._loading import resolve_model_source as r
-s = r('smollm2-135m-gguf'); print(s.name_or_path + '/' + s.gguf_file)")
+GGUF="${MODEL_FILE:-$("$PY" -c "from cuda_agent.policy._loading import resolve_model_source as r
+s = r('smollm2-135m-gguf'); print(s.name_or_path + '/' + s.gguf_file)")}"
+mkdir -p .git/info
 grep -qx '/.model-*/' .git/info/exclude 2>/dev/null || echo '/.model-*/' >> .git/info/exclude
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+if [ -z "${MODEL_PARTS:-}" ]; then
+  travels=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } \
+    | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+  travels=$(( travels + $(du -sb .git | cut -f1) ))
+  room=$(( (64 - ${MODEL_SPARE_MIB:-6}) * 1048576 - travels ))
+  [ "$room" -gt 4194304 ] || { echo "split_model: the tree and .git already take $travels bytes of a call's 64 MiB" >&2; exit 1; }
+  MODEL_PARTS=$(( ($(stat -c %s "$GGUF") + room - 1) / room ))
+  echo "split_model: $travels bytes travel with every call; $MODEL_PARTS parts of the model"
+fi
+PARTS="$MODEL_PARTS"
 rm -rf .model-? .model-tmp && mkdir -p .model-tmp .whl
 split -n "$PARTS" "$GGUF" .model-tmp/part-
 for part in .model-tmp/part-*; do  # part-aa -> .model-a, part-ab -> .model-b, ...
