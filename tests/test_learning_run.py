@@ -223,10 +223,10 @@ def test_a_chain_runs_its_plan_in_order_and_the_second_starts_from_the_first(tmp
     plan.write_text(json.dumps({"runs": runs}))
     monkeypatch.chdir(ROOT)  # the scripts' paths are the repository's
     out, root = tmp_path / "out", tmp_path / "root"
-    argv = [str(out), str(plan), "--root", str(root), "--margin", "5"]
+    argv = [str(out), str(plan), "--root", str(root), "--margin", "5", "--bundle"]
     # the first run takes a few seconds of the 60: fewer than 59 are left for the second
     assert c.main([*argv, "--seconds", "60", "--min-seconds", "59"]) == 75
-    assert json.loads((out / "chain.json").read_text())["runs"] == {
+    assert json.loads(_members(out / "figures.tgz")["chain.json"])["runs"] == {
         "warm": "finished", "more": "waiting"
     }  # fmt: skip
     assert c.main([*argv, "--seconds", "600"]) == 0
@@ -234,8 +234,11 @@ def test_a_chain_runs_its_plan_in_order_and_the_second_starts_from_the_first(tmp
     assert more["init_from"] == str(root / "warm")
     warm_seconds = json.loads((root / "warm" / "state.json").read_text())["train_seconds"]
     assert more["train_budget_s"] == float(f"{max(1.0, warm_seconds):.0f}")
+    # the last call's bundle holds both runs' reports, the first's from the call before
+    figures = _members(out / "figures.tgz")
     for name in ("warm", "more"):
-        assert (out / name / "learning.json").is_file(), name
+        assert json.loads(figures[f"{name}/learning.json"])["benchmark"] == "learning", name
+        assert f"{name}/train_learning.json" in figures, name
 
 
 @pytest.mark.parametrize("plan", sorted((ROOT / "benchmarks" / "gpu" / "plans").glob("*.json")))
@@ -409,6 +412,7 @@ def test_a_bundled_chain_call_leaves_the_bundle_whatever_its_exit(tmp_path):
     (root / "warm").mkdir(parents=True)
     (root / "warm" / "learning_run.json").write_text('{"flags": [], "calls": []}')
     (root / "warm" / "summary.json").write_text('{"done": true}')
+    (root / "warm" / "learning.json").write_text('{"benchmark": "learning"}')  # an earlier call's
     _adapter(root / "warm" / "adapter")
     argv = [str(out), str(plan), "--root", str(root), "--min-seconds", "100000", "--bundle"]
     assert c.main(argv) == 75
@@ -417,3 +421,4 @@ def test_a_bundled_chain_call_leaves_the_bundle_whatever_its_exit(tmp_path):
     assert json.loads(figures["chain.json"])["runs"] == {"warm": "finished", "rl": "waiting"}
     assert figures["warm/summary.json"] == b'{"done": true}'
     assert "warm/learning_run.json" in figures
+    assert figures["warm/learning.json"] == b'{"benchmark": "learning"}'

@@ -21,7 +21,8 @@ every 100 ms, ``gpu_util.py``, for ``rl_step_figures.py``), and the earlier call
 (kept in ``RUN_DIR/calls``): the last call's OUT_DIR holds every call's. The call that
 finishes the run also copies ``summary.json``
 and writes ``train_learning.json`` and ``learning.json`` (``benchmarks/train_report.py``, its
-wall time the trainer's over every call, start-up included). Exit status: 0 the run is
+wall time the trainer's over every call, start-up included) into RUN_DIR, whence every later
+call copies them out again (a chain's later bundles hold them). Exit status: 0 the run is
 finished; 75 call again with ``resume``; 1 an error (the log's tail is printed).
 
 ``--pack``: a machine can be lost between calls (taken back, or given back after 30 s idle), and
@@ -126,7 +127,8 @@ def whole_run(run: Path, calls: list[dict[str, Any]]) -> dict[str, Any]:
 def copy_figures(run: Path, out: Path) -> None:
     """The run's figures into ``out``, with every call's logs kept in ``RUN/calls`` (a later
     call's OUT_DIR holds the earlier calls' logs too: one call's files are the whole run's)."""
-    for name in ("metrics.jsonl", "state.json", "config.json", "summary.json"):
+    names = ("metrics.jsonl", "state.json", "config.json", "summary.json")
+    for name in (*names, *REPORTS):
         if (run / name).exists():
             shutil.copy(run / name, out / name)
     for path in sorted((run / "eval").glob("*/eval.json")):
@@ -210,22 +212,26 @@ def _keep(run: Path, out: Path, packed: bool) -> None:
         copy_figures(run, out)
 
 
-def report(run: Path, out: Path, command: list[str], wall_s: float) -> None:
+REPORTS = ("train_learning.json", "learning.json")  # report()'s, kept in the run directory
+
+
+def report(run: Path, command: list[str], wall_s: float) -> None:
     """``train_learning.json`` and ``learning.json`` of the finished run, its wall time
-    ``wall_s`` (the trainer's, summed over the calls)."""
+    ``wall_s`` (the trainer's, summed over the calls), written into the run directory, so that
+    every later call copies them out again with the rest of its figures (``copy_figures``)."""
     shown = " ".join(command).replace(str(run), "RUN_DIR")
     subprocess.run(
         [
             sys.executable,
             "benchmarks/train_report.py",
             str(run),
-            str(out / "train_learning.json"),
+            str(run / "train_learning.json"),
             "--wall-s",
             str(wall_s),
             "--label",
             "learning",
             "--learning",
-            str(out / "learning.json"),
+            str(run / "learning.json"),
             "--command",
             shown.replace(sys.executable, "python"),
         ],
@@ -344,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     _write(book, record)
     figures = {**record, "run": whole_run(run, calls)}
-    if code == 0:  # the reports first: packed, they go into the run and so into the pack
-        report(run, run if args.pack else out, command, figures["run"]["calls_wall_s"])
+    if code == 0:  # the reports first: they go into the run, then out with its figures
+        report(run, command, figures["run"]["calls_wall_s"])
     _keep(run, out, args.pack)
     _write(out / "learning_run.json", figures)
     last = calls[-1]
