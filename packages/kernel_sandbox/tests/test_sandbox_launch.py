@@ -111,6 +111,61 @@ def test_nvrtc_errors_name_the_line_not_the_harness(tmp_path, monkeypatch):
     assert "Traceback" not in str(err.value) and "cupy" not in str(err.value)
 
 
+def test_the_nvrtc_constants_are_the_ones_nvcc_code_gets_from_the_c_headers(tmp_path):
+    """Each constant NVRTC is given ahead of a source (``NVRTC_PRELUDE``) has the type and the
+    bits of the same name in the C headers (``<cmath>``, ``<cfloat>``), checked by the host C++
+    compiler with host versions of the two CUDA bit-cast intrinsics they are spelled with."""
+    import shutil
+    import subprocess
+
+    from cuda_agent.kernel_sandbox._shared.compile import NVRTC_CONSTANTS
+
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    checks = "\n".join(f'    same("{name}", ({value}), {name});' for name, value in NVRTC_CONSTANTS)
+    program = f"""
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+static float __int_as_float(int i) {{ float f; std::memcpy(&f, &i, 4); return f; }}
+static double __longlong_as_double(long long i) {{ double d; std::memcpy(&d, &i, 8); return d; }}
+static int bad = 0;
+template <class A, class B> void same(const char* name, A ours, B theirs) {{
+    if (!std::is_same<A, B>::value || std::memcmp(&ours, &theirs, sizeof(A)) != 0) {{
+        std::printf("%s differs\\n", name);
+        bad = 1;
+    }}
+}}
+int main() {{
+{checks}
+    return bad;
+}}
+"""
+    source, binary = tmp_path / "constants.cpp", tmp_path / "constants"
+    source.write_text(program)
+    subprocess.run(["g++", "-std=c++17", str(source), "-o", str(binary)], check=True)
+    done = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+
+
+def test_nvrtc_compiles_the_c_header_constants_and_a_sources_own_definition_wins(
+    tmp_path, monkeypatch
+):
+    compile_ = _nvrtc_or_skip()
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    names = [name for name, _ in compile_.NVRTC_CONSTANTS]
+    uses = " + ".join(f"(float){name}" for name in names)
+    body = f'extern "C" __global__ void k(float* x) {{ x[0] = {uses}; x[1] = -INFINITY; }}'
+    assert compile_.compile_cubin(body, ("-std=c++17",), "sm_90").read_bytes()[:4] == b"\x7fELF"
+    own = "#define INFINITY (1.0f / 0.0f)\n#define M_PI 3.14f\n" + body
+    assert compile_.compile_cubin(own, ("-std=c++17",), "sm_90").exists()
+    # the line numbers the compiler reports are still the source's own
+    with pytest.raises(CompileError, match=r'kernel\.cu\(4\): error: identifier "nope"'):
+        compile_.compile_cubin(own + "\n__device__ int y = nope;", (), "sm_90")
+
+
 def test_compile_workers_read_the_pool_architecture(monkeypatch):
     from cuda_agent.kernel_sandbox._shared import compile as _compile
 

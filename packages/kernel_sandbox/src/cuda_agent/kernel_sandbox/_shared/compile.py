@@ -165,10 +165,50 @@ def _nvrtc() -> tuple[Any, str]:
     return nvrtc, f"nvrtc {major}.{minor}"
 
 
+# NVRTC has no math.h or float.h, so code written for nvcc (where the CUDA headers bring them
+# in) fails on their constants: ``-INFINITY`` as a max's start, ``M_PI`` in a GELU. They are
+# defined ahead of every source, with the values glibc and nvcc give them; a source's own
+# ``#define`` of one still wins (NVRTC warns, #47-D, unless it is the same text). ``#line``
+# keeps the source's line numbers in the compiler's messages.
+NVRTC_CONSTANTS = (
+    ("INFINITY", "__int_as_float(0x7f800000)"),
+    ("NAN", "__int_as_float(0x7fc00000)"),
+    ("HUGE_VALF", "__int_as_float(0x7f800000)"),
+    ("HUGE_VAL", "__longlong_as_double(0x7ff0000000000000LL)"),
+    ("FLT_MAX", "3.40282346638528859812e+38F"),
+    ("FLT_MIN", "1.17549435082228750797e-38F"),
+    ("FLT_EPSILON", "1.1920928955078125e-07F"),
+    ("DBL_MAX", "1.79769313486231570815e+308"),
+    ("DBL_MIN", "2.22507385850720138309e-308"),
+    ("DBL_EPSILON", "2.22044604925031308085e-16"),
+    ("M_E", "2.7182818284590452354"),
+    ("M_LOG2E", "1.4426950408889634074"),
+    ("M_LOG10E", "0.43429448190325182765"),
+    ("M_LN2", "0.69314718055994530942"),
+    ("M_LN10", "2.30258509299404568402"),
+    ("M_PI", "3.14159265358979323846"),
+    ("M_PI_2", "1.57079632679489661923"),
+    ("M_PI_4", "0.78539816339744830962"),
+    ("M_1_PI", "0.31830988618379067154"),
+    ("M_2_PI", "0.63661977236758134308"),
+    ("M_2_SQRTPI", "1.12837916709551257390"),
+    ("M_SQRT2", "1.41421356237309504880"),
+    ("M_SQRT1_2", "0.70710678118654752440"),
+)
+NVRTC_PRELUDE = "\n".join(f"#define {name} {value}" for name, value in NVRTC_CONSTANTS)
+
+
+def nvrtc_source(source: str) -> str:
+    """``source`` as NVRTC compiles it: ``NVRTC_PRELUDE``, then the source from its line 1."""
+    return f'{NVRTC_PRELUDE}\n#line 1 "kernel.cu"\n{source}'
+
+
 def compile_cubin(source: str, options: tuple[str, ...], arch: str) -> Path:
-    """Compile CUDA C ``source`` with NVRTC into a cubin for ``arch``; its path (cached)."""
+    """Compile CUDA C ``source`` with NVRTC into a cubin for ``arch``; its path (cached). The
+    source may use the constants of ``NVRTC_PRELUDE`` as under nvcc."""
     nvrtc, version = _nvrtc()
     all_options = (*options, f"--gpu-architecture={arch}")
+    source = nvrtc_source(source)
     key = hashlib.sha256("\0".join((version, *all_options, source)).encode()).hexdigest()[:32]
     return _built_once(
         cache_dir("nvrtc") / f"{key}.cubin", lambda: _nvrtc_cubin(nvrtc, source, all_options)
