@@ -77,6 +77,22 @@ def test_the_compare_command_prints_the_table_and_writes_json(tmp_path: Path, ca
     assert "40 tasks" in printed and "+50.0%" in printed and "significant" in printed
     saved = json.loads(out.read_text())
     assert saved["fast_1"]["significant"] and saved["seed"] == 0
+    assert "right_of_n" not in saved and "tasks by right" not in printed  # one sample a task
+
+
+def test_with_several_samples_the_comparison_says_where_the_tasks_went(tmp_path, capsys):
+    from cuda_agent.runner.report.evaluations import gains_table
+
+    a = _write(tmp_path / "a", _rows([2, 2, 2, 2, 4], samples=4))
+    b = _write(tmp_path / "b", _rows([0, 0, 4, 4, 4], samples=4))
+    assert main(["compare", str(a), str(b)]) == 0
+    printed = capsys.readouterr().out
+    assert "+0.0%" in printed  # pass@1 did not move ...
+    assert "2 tasks up, 2 down, 1 the same; 2->0 x2, 2->4 x2" in printed  # ... its tasks did
+    got = compare_files(a, b)
+    assert got["right_of_n"]["before"] == [0, 0, 4, 0, 1]
+    page = gains_table("rl over warm", got)
+    assert "2 tasks up, 2 down, 1 the same" in page and page.count("<table>") == 2
 
 
 def test_a_learning_entry_has_both_sides_with_intervals_and_the_gain() -> None:

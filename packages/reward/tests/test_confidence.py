@@ -18,6 +18,7 @@ from cuda_agent.reward import (
     paired_gains,
     pass_rate,
     renamed_keys,
+    right_of_n,
     task_values,
 )
 
@@ -185,3 +186,37 @@ def test_a_gain_on_every_task_is_significant(sample: list[float], seed: int) -> 
     assume(max(sample) < 1.0)
     after = [min(1.0, v + 0.5) for v in sample]
     assert paired_bootstrap(sample, after, seed=seed, **FAST).excludes_zero
+
+
+def _counts(correct: list[int], n: int = 4) -> list[dict]:
+    return [{"task": f"t{i}", "samples": n, "samples_correct": c, "correct": c > 0}
+            for i, c in enumerate(correct)]  # fmt: skip
+
+
+def test_a_gain_of_zero_that_moved_tasks_both_ways_says_so() -> None:
+    """Two tasks each way between 0 and 4 of 4 leave pass@1 where it was; ``right_of_n``
+    shows the polarisation."""
+    before, after = _counts([2, 2, 2, 2, 4]), _counts([0, 0, 4, 4, 4])
+    assert paired_gains(before, after, ["pass_at_1"], **FAST)["pass_at_1"].estimate == 0.0
+    got = right_of_n(before, after)
+    assert got == {"samples": 4, "before": [0, 0, 4, 0, 1], "after": [2, 0, 0, 0, 3],
+                   "up": 2, "down": 2, "same": 1, "moves": {"2->0": 2, "2->4": 2, "4->4": 1}}  # fmt: skip
+
+
+def test_right_of_n_needs_one_n_above_one_and_the_same_tasks() -> None:
+    assert right_of_n(_counts([1, 0], n=1), _counts([1, 1], n=1)) is None  # greedy: pass@1 says it
+    mixed = [*_counts([1]), {"task": "x", "samples": 2, "samples_correct": 1, "correct": True}]
+    assert right_of_n(mixed, mixed) is None
+    with pytest.raises(ValueError, match="in one only: t2"):
+        right_of_n(_counts([1, 2]), _counts([1, 2, 3]))
+
+
+@RELAXED
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=40))
+def test_right_of_n_accounts_for_every_task_once(pairs: list[tuple[int, int]]) -> None:
+    got = right_of_n(_counts([b for b, _ in pairs]), _counts([a for _, a in pairs]))
+    assert got is not None
+    assert sum(got["before"]) == sum(got["after"]) == len(pairs) == sum(got["moves"].values())
+    assert got["up"] + got["down"] + got["same"] == len(pairs)
+    # the counts' mean over tasks is pass@1 times n, on each side
+    assert sum(c * t for c, t in enumerate(got["after"])) == sum(a for _, a in pairs)

@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.reward import intervals, paired_gains, renamed_keys
+from cuda_agent.reward import intervals, paired_gains, renamed_keys, right_of_n
 
 METRICS = ("pass_at_1", "fast_1_at_1", "pass_rate", "fast_1")
 CONFIDENCE = 0.95
@@ -71,7 +71,8 @@ def compare(
     per metric ``{"before", "before_ci95", "after", "after_ci95", "gain", "ci95_low",
     "ci95_high", "significant"}`` (each side's interval as ``[low, high]``; ``significant``:
     the gain's paired interval excludes zero), with ``tasks``, ``confidence``,
-    ``resamples`` and ``seed``. ``ValueError`` naming the tasks when the sets differ."""
+    ``resamples``, ``seed`` and, where every task has the same n > 1 samples, ``right_of_n``
+    (``reward.right_of_n``: how many tasks had each count of right samples, before and after). ``ValueError`` naming the tasks when the sets differ."""
     metrics = _metrics([*before, *after])
     gains = paired_gains(
         before, after, metrics, confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED
@@ -92,8 +93,10 @@ def compare(
             "ci95_high": gain.high,
             "significant": gain.excludes_zero,
         }
+    moved = right_of_n(before, after)
     return {
         **out,
+        **({"right_of_n": moved} if moved else {}),
         "tasks": len(before),
         "confidence": CONFIDENCE,
         "resamples": RESAMPLES,
@@ -126,7 +129,8 @@ def learning_entry(
     """One evaluation set's block of a learning figure: the same tasks evaluated after the warm
     start and after RL, each side's ``pass_at_1``, ``fast_1`` (best kernel of the task's
     samples), ``fast_1_at_1`` and their ``ci95`` (``[low, high]``), and the
-    ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``).
+    ``gain`` of RL with ``ci95_low``, ``ci95_high`` and ``significant`` for each (``compare``),
+    and with several samples a task, where the tasks went (``right_of_n``).
     ``sides`` names the two sides (the SFT-only control's block: ``after_sft``)."""
     c = compare(warmstart, rl)
     shown = [m for m in ("pass_at_1", "fast_1", "fast_1_at_1") if m in c]
@@ -147,6 +151,7 @@ def learning_entry(
             **{key: {m: c[m][key] for m in shown} for key in ("ci95_low", "ci95_high")},
             "significant": {m: c[m]["significant"] for m in shown},
         },
+        **({"right_of_n": c["right_of_n"]} if "right_of_n" in c else {}),
     }
 
 
@@ -175,11 +180,24 @@ def table(comparison: Mapping[str, Any]) -> str:
     for m, v in comparison.items():
         if not isinstance(v, Mapping):
             continue
+        if "gain" not in v:
+            continue
         mark = "  significant" if v["significant"] else ""
         lines.append(
             f"{m:<24} {v['before']:>7.1%} {v['after']:>7.1%} {v['gain']:>+7.1%}  "
             f"[{v['ci95_low']:+.1%}, {v['ci95_high']:+.1%}]{mark}"
         )
+    moved = comparison.get("right_of_n")
+    if moved:
+        n = moved["samples"]
+        lines += [
+            "",
+            f"{f'tasks by right of {n}':<24} " + " ".join(f"{c:>4}" for c in range(n + 1)),
+            f"{'before':<24} " + " ".join(f"{t:>4}" for t in moved["before"]),
+            f"{'after':<24} " + " ".join(f"{t:>4}" for t in moved["after"]),
+            f"{moved['up']} tasks up, {moved['down']} down, {moved['same']} the same; "
+            + ", ".join(f"{k} x{v}" for k, v in moved["moves"].items() if k[0] != k[-1]),
+        ]
     return "\n".join(lines)
 
 

@@ -112,7 +112,7 @@ def gains_table(title: str, comparison: Mapping[str, Any]) -> str:
     comparison names fast_1 faster_than_eager: read under the new names."""
     rows, attrs = [], []
     for metric, v in renamed_keys(comparison).items():
-        if not isinstance(v, Mapping):
+        if not isinstance(v, Mapping) or "gain" not in v:
             continue
         rows.append(
             [
@@ -126,4 +126,16 @@ def gains_table(title: str, comparison: Mapping[str, Any]) -> str:
         attrs.append({"data-metric": metric})
     head = ["metric", "before", "after", "gain [paired interval]", "interval excludes 0"]
     caption = f"<h3>{esc(title)}: paired over {comparison.get('tasks')} tasks</h3>"
-    return caption + table(head, rows, attrs, numeric=[1, 2, 3])
+    return caption + table(head, rows, attrs, numeric=[1, 2, 3]) + _moves(comparison)
+
+
+def _moves(comparison: Mapping[str, Any]) -> str:
+    """Where the tasks went (``right_of_n``), under a comparison of several samples a task."""
+    moved = comparison.get("right_of_n")
+    if not isinstance(moved, Mapping):
+        return ""
+    n = moved["samples"]
+    head = [f"tasks with c of {n} samples right", *map(str, range(n + 1))]
+    rows = [[side, *moved[side]] for side in ("before", "after")]
+    note = f"<p>{moved['up']} tasks up, {moved['down']} down, {moved['same']} the same.</p>"
+    return table(head, rows, numeric=list(range(1, n + 2))) + note

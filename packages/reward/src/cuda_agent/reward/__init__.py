@@ -31,6 +31,7 @@ from cuda_agent.reward.confidence import (
     intervals,
     paired_bootstrap,
     paired_gains,
+    right_of_n,
     task_values,
 )
 from cuda_agent.reward.metrics import (
@@ -72,6 +73,7 @@ __all__ = [
     "pass_at_k",
     "pass_rate",
     "renamed_keys",
+    "right_of_n",
     "speedup",
     "summary",
     "task_values",

@@ -221,3 +221,41 @@ def paired_gains(
 
 def _task(row: Row) -> str:
     return row.task if isinstance(row, TaskOutcome) else str(row["task"])
+
+
+def right_of_n(before: Iterable[Row], after: Iterable[Row]) -> dict[str, Any] | None:
+    """Where the tasks went between two evaluations of the same tasks with ``n`` samples each:
+    ``{"samples": n, "before": [t_0, ..., t_n], "after": [...], "up", "down", "same",
+    "moves": {"b->a": count, ...}}``, where ``t_c`` counts the tasks with ``c`` of their ``n``
+    samples correct, ``up`` the tasks with more right after than before (``down`` fewer,
+    ``same`` as many), and ``moves`` each (before, after) pair of counts that occurred. A
+    pass@1 gain can come from many tasks moving a little or a few moving from 0 to n; a gain
+    of 0 can hide tasks moving both ways (the polarisation of a collapse). ``None`` unless
+    every task has the same ``n > 1`` on both sides. ``ValueError`` when the tasks differ."""
+    by_task = [
+        {_task(o): o for o in (r if isinstance(r, TaskOutcome) else TaskOutcome.from_dict(r)
+                               for r in side)}
+        for side in (before, after)
+    ]  # fmt: skip
+    if set(by_task[0]) != set(by_task[1]):
+        only = sorted(set(by_task[0]) ^ set(by_task[1]))
+        raise ValueError(
+            "the two evaluations hold other tasks; in one only: " + ", ".join(only[:10])
+        )
+    sizes = {o.samples for side in by_task for o in side.values()}
+    if len(sizes) != 1 or (n := sizes.pop()) < 2:
+        return None
+    names = sorted(by_task[0])
+    pairs = [(by_task[0][t].samples_correct, by_task[1][t].samples_correct) for t in names]
+    moves: dict[str, int] = {}
+    for b, a in sorted(pairs):
+        moves[f"{b}->{a}"] = moves.get(f"{b}->{a}", 0) + 1
+    return {
+        "samples": n,
+        "before": [sum(1 for b, _ in pairs if b == c) for c in range(n + 1)],
+        "after": [sum(1 for _, a in pairs if a == c) for c in range(n + 1)],
+        "up": sum(1 for b, a in pairs if a > b),
+        "down": sum(1 for b, a in pairs if a < b),
+        "same": sum(1 for b, a in pairs if a == b),
+        "moves": moves,
+    }
