@@ -278,13 +278,17 @@ def main() -> None:
     ran_on = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "torch": torch.__version__}  # fmt: skip
     device_report = args.ran_on or args.run_dir / "learning.json"
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     if ran_on["gpu"] is None and device_report.is_file():
         written = json.loads(device_report.read_text())
         written.setdefault("gpu", written.get("machine"))  # (a provenance names the machine)
         ran_on = {k: written.get(k) or ran_on[k] for k in ran_on}
+        # and the commit it ran and when, unless the caller names the commit: not this tree's
+        commit = os.environ.get("CUDA_AGENT_COMMIT") or written.get("commit") or commit
+        date = written.get("date") or date
     report = {
         "benchmark": f"train_{args.label}",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "date": date,
         "command": args.command,
         "commit": commit or None,
         "machine": args.machine or f"{platform.machine()}, {os.cpu_count()} CPUs",

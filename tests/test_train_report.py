@@ -222,3 +222,12 @@ def test_a_report_made_off_the_device_names_the_gpu_of_a_file_the_device_wrote(t
     provenance.write_text(json.dumps({"machine": "1 x NVIDIA H100 80GB HBM3", "torch": "2.11.0"}))
     got = _report(tmp_path, "--ran-on", str(provenance))
     assert (got["gpu"], got["torch"]) == ("1 x NVIDIA H100 80GB HBM3", "2.11.0")
+    # made again later, from a tree at another commit: the device's commit and date stay
+    ran = {"gpu": "NVIDIA H200", "torch": "2.11.0", "commit": "0c97bd2", "date": "2026-12-07"}
+    provenance.write_text(json.dumps(ran))
+    again = _report(tmp_path / "again", "--ran-on", str(provenance))
+    assert (again["commit"], again["date"], again["gpu"]) == (
+        "0c97bd2",
+        "2026-12-07",
+        "NVIDIA H200",
+    )
