@@ -83,7 +83,9 @@ def set_tables(name: str, block: Mapping[str, Any]) -> list[str]:
         rows += [[label, *map(str, m["after"])] for label, m in moved]
         lines += ["", *_table([f"tasks by right answers of {n}", *map(str, range(n + 1))], rows)]
         for label, m in moved:
-            steps = ", ".join(f"`{k}` x{v}" for k, v in m["moves"].items() if k[0] != k[-1])
+            steps = ", ".join(
+                f"`{k}` x{v}" for k, v in m["moves"].items() if len(set(k.split("->"))) == 2
+            )
             lines.append(
                 f"\n{label}: {m['up']} tasks up, {m['down']} down, {m['same']} the same"
                 + (f" ({steps})" if steps else "")

@@ -196,7 +196,9 @@ def table(comparison: Mapping[str, Any]) -> str:
             f"{'before':<24} " + " ".join(f"{t:>4}" for t in moved["before"]),
             f"{'after':<24} " + " ".join(f"{t:>4}" for t in moved["after"]),
             f"{moved['up']} tasks up, {moved['down']} down, {moved['same']} the same; "
-            + ", ".join(f"{k} x{v}" for k, v in moved["moves"].items() if k[0] != k[-1]),
+            + ", ".join(
+                f"{k} x{v}" for k, v in moved["moves"].items() if len(set(k.split("->"))) == 2
+            ),
         ]
     return "\n".join(lines)
 
