@@ -92,7 +92,7 @@ def test_with_several_samples_the_comparison_says_where_the_tasks_went(tmp_path,
     got = compare_files(a, b)
     assert got["right_of_n"]["before"] == [0, 0, 4, 0, 1]
     ten = table(compare(_rows([10, 1, 5], samples=10), _rows([1, 10, 5], samples=10)))
-    assert "10->1 x1, 1->10 x1" in ten.replace("1->10 x1, 10->1 x1", "10->1 x1, 1->10 x1")
+    assert "1->10 x1, 10->1 x1" in ten
     assert "5->5" not in ten  # a task that stayed is counted, not listed
     page = gains_table("rl over warm", got)
     assert "2 tasks up, 2 down, 1 the same" in page and page.count("<table>") == 2
