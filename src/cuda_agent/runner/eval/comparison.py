@@ -72,7 +72,8 @@ def compare(
     "ci95_high", "significant"}`` (each side's interval as ``[low, high]``; ``significant``:
     the gain's paired interval excludes zero), with ``tasks``, ``confidence``,
     ``resamples``, ``seed`` and, where every task has the same n > 1 samples, ``right_of_n``
-    (``reward.right_of_n``: how many tasks had each count of right samples, before and after). ``ValueError`` naming the tasks when the sets differ."""
+    (``reward.right_of_n``: how many tasks had each count of right samples, before and after).
+    ``ValueError`` naming the tasks when the sets differ."""
     metrics = _metrics([*before, *after])
     gains = paired_gains(
         before, after, metrics, confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED
@@ -178,9 +179,7 @@ def table(comparison: Mapping[str, Any]) -> str:
     """A short text table of a ``compare`` result: metric, before, after, gain [interval]."""
     lines = [f"{'metric':<24} {'before':>7} {'after':>7} {'gain':>7}  95% interval"]
     for m, v in comparison.items():
-        if not isinstance(v, Mapping):
-            continue
-        if "gain" not in v:
+        if not isinstance(v, Mapping) or "gain" not in v:  # (right_of_n: below)
             continue
         mark = "  significant" if v["significant"] else ""
         lines.append(
