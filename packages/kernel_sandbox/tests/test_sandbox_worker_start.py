@@ -146,8 +146,11 @@ def test_the_job_that_waits_for_a_restarted_worker_says_how_long(how: str) -> No
     spent = after.extra["seconds"]
     assert spent["worker_start"] > 0
     assert "worker_start" not in again.extra["seconds"]  # its worker was there already
-    # ... and where that start went: the kill, the fork or exec, the wait for its ready
-    # (of which the worker's own stages are a part), summing to no more than the whole.
+    # ... and where that start went: the kill, the fork or exec, the wait for its ready,
+    # summing to no more than the whole; the worker's own stages run from the moment it
+    # exists, which is before the parent's fork or exec returns, so they lie within the
+    # spawn and the ready together, not within the ready alone (on a busy 2-core machine a
+    # forked worker's own 7.7 ms outran the ready's 6.3 ms).
     stages = {k: v for k, v in spent.items() if k.startswith("worker_start_")}
     assert {"worker_start_kill", "worker_start_spawn", "worker_start_ready"} <= set(stages)
     assert {"worker_start_imports", "worker_start_warm_checks", "worker_start_confine"} <= set(
@@ -158,7 +161,7 @@ def test_the_job_that_waits_for_a_restarted_worker_says_how_long(how: str) -> No
     own = sum(
         v for k, v in stages.items() if k[len("worker_start_") :] not in ("kill", "spawn", "ready")
     )
-    assert own <= stages["worker_start_ready"] + 1e-3
+    assert own <= stages["worker_start_spawn"] + stages["worker_start_ready"] + 1e-3
 
 
 @pytest.mark.parametrize("workers", ["killed too", "left running"])
