@@ -17,7 +17,8 @@ paired gain with its 95% bootstrap interval over the tasks, ``runner.comparison.
 for each of ``heldout_compositions``, ``heldout_ops`` and ``kernelbench_l1_subset`` whose tasks
 the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with its
 intervals, RL's gain with its interval's ends). ``--control RUN_DIR`` names the SFT-only
-control (warm start alone, for as long as this run trained): each block then also holds the
+control (warm start alone, for as long as this run trained; ``--control-trained RUN_DIR`` where
+it is an evaluation-only run of a control trained before, which that names): each block then also holds the
 control against the warm start and RL's paired gain over the control (``rl_over_control``).
 The whole evaluation's rates (``heldout_*``, ``gain_rl_over_warmstart``, ``target_met``) are
 over all its tasks; where its sets had different sample counts (``--eval-set-samples``) they mix
@@ -207,6 +208,7 @@ def control_summary(control_dir: Path) -> dict:
         "training_stages": stages,
         "warmstart_steps": sum(1 for r in records if r["stage"] == "warmstart"),
         "train_budget_s": config.get("train_budget_s"),
+        "init_from": config.get("init_from") or None,
     }
 
 
@@ -247,6 +249,14 @@ def main() -> None:
         "and, with --control, of the control, in that order: their final held-out tasks join "
         "each side's in the per-set blocks (a set judged last, on its own, e.g. the "
         "KernelBench problems)",
+    )
+    parser.add_argument(
+        "--control-trained",
+        type=Path,
+        metavar="RUN_DIR",
+        help="where --control is an evaluation-only run of a control trained earlier "
+        "(--init-from its adapter, no steps), that control's run: how it was trained is read "
+        "from there (its figures committed from an earlier session, say)",
     )
     parser.add_argument(
         "--warm-point",
@@ -329,7 +339,9 @@ def main() -> None:
         control = None
         if args.control:
             control = read_rows(evaluation(args.control, "heldout_after"))
-            figure["control_sft_only"] = control_summary(args.control)
+            figure["control_sft_only"] = control_summary(args.control_trained or args.control)
+            if args.control_trained:  # judged again now, trained then
+                figure["control_sft_only"]["evaluated_in"] = args.control.name
         figure["rl_steps"] = len(report["steps"]["rl"])
         book = args.run_dir / "learning_run.json"  # a learning run's calls (gpu/learning_run.py)
         if book.is_file():

@@ -106,7 +106,30 @@ def test_the_control_is_compared_with_the_warm_start_and_with_rl(tmp_path, copie
         "training_stages": ["warmstart"],
         "warmstart_steps": 15,
         "train_budget_s": 30.0,
+        "init_from": None,
     }
+
+
+def test_a_control_judged_again_is_described_by_the_run_that_trained_it(tmp_path):
+    """A control trained in an earlier session and evaluated again now (``--init-from`` its
+    adapter, no steps): its evaluation is the control's side, its training is the old run's."""
+    trained = _run(tmp_path / "control", {"after": _rows([1, 1, 1, 1, 1, 1])}, {"warmstart": 15})
+    again = _run(tmp_path / "control_eval", {"after": _rows([4, 4, 0, 0, 0, 0])}, {"warmstart": 0})
+    config = json.loads((again / "config.json").read_text())
+    (again / "config.json").write_text(json.dumps({**config, "init_from": "/tmp/control-adapter"}))
+    got = _report(tmp_path, "--control", str(again), "--control-trained", str(trained))
+    assert got["heldout_ops"]["control_sft_only"]["after_sft"]["pass_at_1"] == pytest.approx(8 / 24)
+    assert got["control_sft_only"] == {
+        "training_s": 30.0,
+        "training_stages": ["warmstart"],
+        "warmstart_steps": 15,
+        "train_budget_s": None,
+        "init_from": None,
+        "evaluated_in": "control_eval",
+    }
+    # without --control-trained the evaluation-only run says it trained nothing, from where
+    alone = _learning(tmp_path, tmp_path / "rl", "--control", str(again))["control_sft_only"]
+    assert alone["training_s"] == 0 and alone["init_from"] == "/tmp/control-adapter"
 
 
 def test_without_a_control_the_blocks_hold_only_rl(tmp_path):
