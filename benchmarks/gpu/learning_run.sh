@@ -9,7 +9,7 @@
 # /tmp/smol.gguf (join_model.sh), and the gguf package in /tmp/site (put on PYTHONPATH here).
 # Here first: bash benchmarks/gpu/split_model.sh. Then the calls, each right after the last:
 #   calls 1 to N-1, carry [".model-a"], then [".model-b"], ...:  bash benchmarks/gpu/join_model.sh --stash
-#   call N (the last part, five on 2026-12-07), carry [".model-e", ".whl"]:
+#   call N (the last part: four on 2026-12-07 after git gc), carry [".model-d", ".whl"]:
 #       python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 #       bash benchmarks/gpu/join_model.sh /tmp/smol.gguf
 #       CUDA_AGENT_COMMIT=<commit> bash benchmarks/gpu/learning_run.sh start $OUT --seconds 540
