@@ -4,11 +4,13 @@
 
 Six episodes in three groups of two. With one process it trains on all six; with two, process
 0 takes groups 0 and 1 (four episodes) and process 1 group 2 (two), so with micro-batches of one
-row their shares need four and two micro-batches. Two updates, the same in every run:
+row their shares need four and two micro-batches. Updates the same in every run:
 - ``free``: no bound can trip. The record (grad norm before clipping) and the LoRA weights
   after the step must equal the one-process run's.
 - a supervised step (``supervised_step``, as the warm start's) on the same shares: its NLL,
   token count, grad norm and the LoRA weights after it must equal the one-process run's;
+- ``epochs``: two passes over the batch (``ppo_epochs = 2``); the LoRA weights after them must
+  equal the one-process run's;
 - ``guarded``: process 1's sampler log-probs are 5 nats below the policy's (an importance
   ratio of e^5 on its share only, past guard_max_ratio 20); every process must skip.
 Process 0 writes OUT.json.
@@ -83,11 +85,20 @@ def main() -> None:
         1,
     )
     sft_weights = _lora_weights(policy)
+    # Two passes over the batch (ppo_epochs): the second pass's ratios against the log-probs
+    # before the first, each pass's mini-batch the whole batch on both processes.
+    passes = TrainConfig(
+        micro_batch=1, guard_max_ratio=float("inf"), guard_min_ess=0.0, ppo_epochs=2
+    ).update_config()
+    twice = update(policy, optimizer, collate(episodes(0.0)), passes, log=lambda _m: None)
+    twice_weights = _lora_weights(policy)
     guarded = TrainConfig(micro_batch=1, guard_max_ratio=20.0, guard_min_ess=0.0).update_config()
     shift = 5.0 if rank == 1 else 0.0
     skipped = update(policy, optimizer, collate(episodes(shift)), guarded, log=lambda _m: None)
     if rank == 0:
         report = {
+            "epochs": {k: twice[k] for k in ("updates", "clip_fraction", "grad_norm")},
+            "epochs_weights": {k: v.flatten().tolist() for k, v in sorted(twice_weights.items())},
             "world": world,
             "free": {k: record[k] for k in ("grad_norm", "updates", "skipped_updates")},
             "guarded": {k: skipped[k] for k in ("updates", "skipped_updates", "skip_reasons")},

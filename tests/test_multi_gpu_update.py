@@ -52,3 +52,8 @@ def test_two_processes_with_unequal_shares_make_the_one_process_update(
     assert two["guarded"]["updates"] == 0 and two["guarded"]["skipped_updates"] == 1
     assert "another process" in two["guarded"]["skip_reasons"][0]
     assert one["guarded"]["updates"] == 1  # one process, no shift: nothing out of bounds
+    # Two passes over the batch (--ppo-epochs 2): the passes line up across the processes.
+    assert two["epochs"]["updates"] == one["epochs"]["updates"] == 2
+    assert two["epochs"]["clip_fraction"] > 0 and one["epochs"]["clip_fraction"] > 0  # (own share)
+    for name, values in one["epochs_weights"].items():
+        assert two["epochs_weights"][name] == pytest.approx(values, abs=1e-5), name

@@ -176,6 +176,10 @@ class TrainConfig:
     kl_coef: float = LossConfig.kl_coef  # k3 KL to the base model (0: off)
     # optimizer steps per rollout batch (PPO mini-batches)
     updates_per_batch: int = UpdateConfig.updates_per_batch
+    # passes over each rollout batch (PPO epochs, GRPO's mu): samples cost the sandbox and the
+    # sampler, a pass costs a forward and a backward; ratios are clipped against the sampling
+    # policy across all of them
+    ppo_epochs: int = UpdateConfig.epochs
     # single-turn RL warm-up
     rl_warmup_steps: int = 0
     rl_warmup_advantage: GroupKind = "grpo"
@@ -242,7 +246,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         positive = ("tasks_per_step", "group_size", "micro_batch", "warmstart_batch",
                     "eval_turns", "eval_samples", "turns", "rft_samples", "rft_turns", "rft_batch",
-                    "updates_per_batch")  # fmt: skip
+                    "updates_per_batch", "ppo_epochs")  # fmt: skip
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")

@@ -109,7 +109,9 @@ def run(ctx: Run, stage: str) -> None:
                 ctx.log,
             )
             if D.world_size() > 1:
-                micro = _micro_batches(len(batch), settings.micro_batch, settings.updates_per_batch)
+                micro = settings.epochs * _micro_batches(
+                    len(batch), settings.micro_batch, settings.updates_per_batch
+                )
                 mine = D.merge_update_records(D.gather(mine), D.gather(micro))
             record.update(mine)
         seconds = time.perf_counter() - started

@@ -13,7 +13,9 @@ stopped (``StabilityError``), with the reason in the message.
 
 ``update`` reads one typed value, ``UpdateConfig`` (``update_config.py``): the advantage (the
 group kinds, or GAE with the critic's settings), the policy loss, the guard, the micro-batch
-size and the updates per batch.
+size, the updates per batch and the passes over it (``epochs``: the same mini-batches again,
+each pass's ratios taken against the log-probs before the first, PPO's old policy, so that
+``epochs * updates_per_batch`` optimizer steps share one clip region).
 
 Under torchrun / accelerate launch each process brings its own share of the batch; the
 processes agree on the number of micro-batches, the denominators and the skip decision
@@ -204,7 +206,8 @@ def update(
     policy.eval()
     micro, loss_settings = config.micro_batch, config.loss
     temperature = config.scoring_temperature
-    old_all = _logprobs(policy, batch, micro, temperature) if config.updates_per_batch > 1 else None
+    several = config.updates_per_batch > 1 or config.epochs > 1
+    old_all = _logprobs(policy, batch, micro, temperature) if several else None
     ref_all = (
         _logprobs(policy, batch, micro, temperature, base=True) if loss_settings.kl_coef else None
     )
@@ -217,7 +220,8 @@ def update(
     world, here = C.world_size(), policy.device
     per_update = max(1, -(-len(rows) // config.updates_per_batch))
     idle = _idle(lambda: _scored(policy, [], [], temperature).logprobs, optimizer)
-    for minibatch in C.padded(C.chunks(rows, per_update), here):
+    # each pass the same mini-batches, padded alike on every process (one pass's count agreed)
+    for minibatch in C.padded(C.chunks(rows, per_update), here) * config.epochs:
         mine = L.counts(batch.select(minibatch)) if minibatch else _no_counts()
         total = C.global_counts(mine, here)
         policy.train()

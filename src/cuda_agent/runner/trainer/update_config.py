@@ -119,6 +119,10 @@ class UpdateConfig:
     # those of softmax(logits / temperature), the distribution the sampler's came from (verl
     # divides the actor's logits the same way); greedy rollouts (0) are scored at 1
     temperature: float = field(default=1.0, metadata=_reads("temperature"))
+    # passes over the batch (PPO's epochs; GRPO's mu, TRL's num_iterations): each pass goes
+    # through the same mini-batches again, every pass's ratios against the policy that
+    # sampled before the first (so the clip bounds how far the passes move it together)
+    epochs: int = field(default=1, metadata=_reads("ppo_epochs"))
 
     @property
     def scoring_temperature(self) -> float:
@@ -153,6 +157,7 @@ def update_config(flat: Any, stage: RLStage) -> UpdateConfig:
         flat.micro_batch,
         flat.updates_per_batch,
         flat.temperature,
+        flat.ppo_epochs,
     )
 
 
