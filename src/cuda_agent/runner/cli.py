@@ -121,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
             "answer (an explicit budget too small for it is refused)",
             "repetition_stop": "a window W in tokens (0: off, else >= 8): an answer ends, "
             "finish 'repetition', once its latest W tokens repeat with a period of at most W/4",
+            "updates_per_batch": "optimizer steps an RL batch is split into (PPO mini-batches)",
+            "ppo_epochs": "passes over each RL batch (PPO epochs, GRPO's mu): from the second "
+            "on, ratios to the sampling policy move off 1 and the clip (--eps-low, --eps-high) "
+            "bounds them",
         }.get(field.name, "")
         # default None: a flag given on the command line is told apart from a preset's value
         train.add_argument(
