@@ -18,8 +18,9 @@ for each of ``heldout_compositions``, ``heldout_ops`` and ``kernelbench_l1_subse
 the run evaluated, issue 29's block (``per_set``: tasks, samples, each side with its
 intervals, RL's gain with its interval's ends). ``--control RUN_DIR`` names the SFT-only
 control (warm start alone, for as long as this run trained; ``--control-trained RUN_DIR`` where
-it is an evaluation-only run of a control trained before, which that names): each block then also holds the
-control against the warm start and RL's paired gain over the control (``rl_over_control``).
+it is an evaluation-only run of a control trained before, which that names): each block then
+also holds the control against the warm start and RL's paired gain over the control
+(``rl_over_control``).
 The whole evaluation's rates (``heldout_*``, ``gain_rl_over_warmstart``, ``target_met``) are
 over all its tasks; where its sets had different sample counts (``--eval-set-samples``) they mix
 best-of-4 tasks with best-of-1 ones, so read the per-set blocks then.

@@ -39,8 +39,12 @@ def _run(epochs: int, updates: int = 1, lr: float = 5e-2) -> tuple[dict, dict]:
         guard=GuardConfig(max_ratio=1e9, min_ess=0.0),
     )
     record = update(policy, policy.optimizer(lr=lr), _batch(policy), settings)
-    weights = {k: v.detach().clone() for k, v in policy.model.named_parameters() if v.requires_grad}
-    return record, weights
+    return record, _trainable(policy)
+
+
+def _trainable(policy) -> dict[str, torch.Tensor]:
+    """A copy of the policy's trained weights (its LoRA adapters)."""
+    return {k: v.detach().clone() for k, v in policy.model.named_parameters() if v.requires_grad}
 
 
 def test_later_passes_are_clipped_against_the_policy_that_sampled() -> None:
@@ -62,11 +66,7 @@ def test_epochs_repeat_the_same_mini_batches() -> None:
 
 def test_more_epochs_move_the_weights_further_from_the_start() -> None:
     torch.manual_seed(0)
-    start = {
-        k: v.detach().clone()
-        for k, v in testing.tiny_lora_policy().model.named_parameters()
-        if v.requires_grad
-    }
+    start = _trainable(testing.tiny_lora_policy())
     moved = []
     for epochs in (1, 3):
         _, weights = _run(epochs=epochs, lr=1e-3)

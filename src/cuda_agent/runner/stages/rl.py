@@ -26,7 +26,7 @@ from .. import distributed as D
 from ..context import Run
 from ..metrics import read_records
 from ..trainer.update import update
-from ..trainer.update_config import GaeAdvantage
+from ..trainer.update_config import GaeAdvantage, UpdateConfig
 from .rollouts import collect_split, decode_delta, episode_stats, merged_throughput, pick_tasks
 
 
@@ -109,9 +109,7 @@ def run(ctx: Run, stage: str) -> None:
                 ctx.log,
             )
             if D.world_size() > 1:
-                micro = settings.epochs * _micro_batches(
-                    len(batch), settings.micro_batch, settings.updates_per_batch
-                )
+                micro = _micro_batches(len(batch), settings)
                 mine = D.merge_update_records(D.gather(mine), D.gather(micro))
             record.update(mine)
         seconds = time.perf_counter() - started
@@ -221,8 +219,9 @@ def _renumbered(episodes: Sequence[Episode]) -> list[Episode]:
     return [dataclasses.replace(e, group=numbers[e.group]) for e in episodes]
 
 
-def _micro_batches(rows: int, micro: int, updates: int) -> int:
-    """The micro-batches ``update`` runs on ``rows`` rows (its ratio statistics' count)."""
-    per_update = max(1, -(-rows // updates))
+def _micro_batches(rows: int, settings: UpdateConfig) -> int:
+    """The micro-batches ``update`` runs on ``rows`` rows (its ratio statistics' count): each
+    pass's mini-batches in micro-batches, every pass alike."""
+    per_update = max(1, -(-rows // settings.updates_per_batch))
     parts = [min(per_update, rows - i) for i in range(0, rows, per_update)]
-    return sum(-(-n // micro) for n in parts)
+    return settings.epochs * sum(-(-n // settings.micro_batch) for n in parts)
