@@ -19,7 +19,7 @@ def _repo(tmp_path: Path) -> Path:
     """A git repository shaped like ours: the two scripts, a tracked file, a gguf wheel."""
     repo = tmp_path / "repo"
     (repo / "benchmarks" / "gpu").mkdir(parents=True)
-    for name in ("split_model.sh", "join_model.sh"):
+    for name in ("split_model.sh", "join_model.sh", "lean_tree.sh"):
         shutil.copy(ROOT / "benchmarks" / "gpu" / name, repo / "benchmarks" / "gpu" / name)
     (repo / "tracked.bin").write_bytes(os.urandom(3 * MIB))
     (repo / ".whl").mkdir()
@@ -127,6 +127,48 @@ def test_a_missing_or_damaged_part_is_refused_and_leaves_no_file(repo_model, tmp
     damaged = _call(repo, tmp_path, [folders[-1]], str(dest))
     assert damaged.returncode == 1 and "sha256 mismatch" in damaged.stderr
     assert not dest.exists()
+
+
+def _lean(repo: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "benchmarks/gpu/lean_tree.sh", mode], cwd=repo, capture_output=True, text=True
+    )
+
+
+def _with_figures(repo: Path) -> Path:
+    """``repo`` with 4 MiB of committed figures under benchmarks/results."""
+    figures = repo / "benchmarks" / "results" / "run" / "figures.json"
+    figures.parent.mkdir(parents=True)
+    figures.write_bytes(os.urandom(4 * MIB))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "figures"], check=True)
+    return figures
+
+
+def test_the_figures_left_behind_make_fewer_parts_and_come_back_whole(repo_model):
+    repo, model = repo_model
+    figures = _with_figures(repo)
+    kept = figures.read_bytes()
+    assert _split(repo, model, MODEL_SPARE_MIB="40").returncode == 0
+    with_figures = len(list(repo.glob(".model-?/part-??")))
+    assert _lean(repo, "off").returncode == 0
+    assert not figures.exists()
+    assert _split(repo, model, MODEL_SPARE_MIB="40").returncode == 0
+    assert len(list(repo.glob(".model-?/part-??"))) < with_figures
+    assert _lean(repo, "on").returncode == 0
+    assert figures.read_bytes() == kept
+
+
+def test_figures_not_yet_committed_are_never_left_behind(repo_model):
+    repo, _ = repo_model
+    _with_figures(repo)
+    new = repo / "benchmarks" / "results" / "run" / "new.json"
+    new.write_text("{}")
+    done = _lean(repo, "off")
+    assert done.returncode == 1 and "new.json" in done.stderr
+    assert new.exists() and (repo / "benchmarks" / "results" / "run" / "figures.json").exists()
+    assert _lean(repo, "sideways").returncode == 2
 
 
 @pytest.fixture

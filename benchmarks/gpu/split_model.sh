@@ -5,8 +5,9 @@
 # MODEL_PARTS parts (default: as few as fit a call beside what travels anyway, the tracked tree,
 # the untracked files git does not ignore and .git, with MODEL_SPARE_MIB, default 6, left
 # over for what a call carries beside a part: an adapter's part, say; 4 parts today after
-# `git gc`, which packs .git's loose objects: 12 MB of .git became 6.6 MB on 2026-12-07;
-# MODEL_FILE splits another file):
+# `git gc`, which packs .git's loose objects: 12 MB of .git became 6.6 MB on 2026-12-07; 3
+# after `lean_tree.sh off`, which leaves the committed figures behind; MODEL_FILE splits
+# another file):
 #   .model-a/part-aa, .model-b/part-ab, ...   the parts, one folder each
 #   the last folder also: model.sha256 (the whole file's checksum), model.parts (how many)
 #   .whl/gguf-*.whl                           the gguf package (transformers reads GGUF through it)
@@ -23,7 +24,7 @@ grep -qx '/.model-*/' .git/info/exclude 2>/dev/null || echo '/.model-*/' >> .git
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 if [ -z "${MODEL_PARTS:-}" ]; then
   travels=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } \
-    | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1 || true)  # du: 1 where a tracked file is gone (lean_tree.sh off)
   travels=$(( travels + $(du -sb .git | cut -f1) ))
   room=$(( (64 - ${MODEL_SPARE_MIB:-6}) * 1048576 - travels ))
   [ "$room" -gt 4194304 ] || { echo "split_model: the tree and .git already take $travels bytes of a call's 64 MiB" >&2; exit 1; }
