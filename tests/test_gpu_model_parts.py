@@ -24,11 +24,15 @@ def _repo(tmp_path: Path) -> Path:
     (repo / "tracked.bin").write_bytes(os.urandom(3 * MIB))
     (repo / ".whl").mkdir()
     (repo / ".whl" / "gguf-0.19.0-py3-none-any.whl").write_bytes(b"wheel")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git[:3], "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    _commit_all(repo, "tree")
     return repo
+
+
+def _commit_all(repo: Path, message: str) -> None:
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", message], check=True)
 
 
 def _split(repo: Path, model: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -140,9 +144,7 @@ def _with_figures(repo: Path) -> Path:
     figures = repo / "benchmarks" / "results" / "run" / "figures.json"
     figures.parent.mkdir(parents=True)
     figures.write_bytes(os.urandom(4 * MIB))
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "figures"], check=True)
+    _commit_all(repo, "figures")
     return figures
 
 

@@ -2,9 +2,9 @@
 # Here (the CPU machine): lighten the working tree that every device call carries.
 #   bash benchmarks/gpu/lean_tree.sh off   take benchmarks/results/ out of the working tree
 #   bash benchmarks/gpu/lean_tree.sh on    put it back (git checkout: it is all committed)
-# The committed figures are 23 of the 30 MB that every call carries beside .git (2026-12-07),
-# and nothing run on the device reads them. Without them, split_model.sh fits the model in
-# three parts beside a 9 MB adapter each, or two alone. `off` refuses while benchmarks/results/
+# The committed figures are 23 of the 35 MB every call carries (28.5 MB of tracked files, 6.8 MB
+# of .git, 2026-12-07), and nothing run on the device reads them. Without them, split_model.sh
+# fits the model in three parts beside a 9 MB adapter each, or two with MODEL_SPARE_MIB=5. `off` refuses while benchmarks/results/
 # holds anything uncommitted (new figures not yet added, or changes): commit them first.
 # While it is off, `git status` lists the figures as deleted: stage files by name (not
 # `git commit -a`) until `on`.
